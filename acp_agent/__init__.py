@@ -1,0 +1,89 @@
+"""acp-agent: the agent side of the Agent Client Protocol (ACP v1) for Python.
+
+Write an agent by subclassing :class:`Agent` and serve it with :func:`run_agent`::
+
+    from acp_agent import Agent, PromptTurn, run_agent
+
+    class Hello(Agent):
+        name = "hello"
+
+        async def prompt(self, turn: PromptTurn) -> str:
+            await turn.client.message(f"you said: {turn.text}")
+            return "end_turn"
+
+    run_agent(Hello())
+
+Names are loaded lazily so that ``import acp_agent`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "Agent": "acp_agent.agent",
+    "PromptTurn": "acp_agent.agent",
+    "StopReason": "acp_agent.agent",
+    "Command": "acp_agent.agent",
+    "Mode": "acp_agent.agent",
+    "ConfigOption": "acp_agent.agent",
+    "Session": "acp_agent.session",
+    "SessionClient": "acp_agent.client",
+    "ClientCapabilities": "acp_agent.client",
+    "ToolCall": "acp_agent.client",
+    "Terminal": "acp_agent.client",
+    "PermissionOption": "acp_agent.client",
+    "PermissionOutcome": "acp_agent.client",
+    "ALLOW_ONCE": "acp_agent.client",
+    "REJECT_ONCE": "acp_agent.client",
+    "text_content": "acp_agent.client",
+    "diff_content": "acp_agent.client",
+    "terminal_content": "acp_agent.client",
+    "AcpServer": "acp_agent.server",
+    "serve": "acp_agent.server",
+    "AgentSession": "acp_agent.connection",
+    "run_agent": "acp_agent.runner",
+    "serve_stdio": "acp_agent.runner",
+    "memory_pair": "acp_agent.transport",
+    "StdioTransport": "acp_agent.transport",
+    "open_store": "acp_agent.store",
+    "MemorySessionStore": "acp_agent.store",
+    "SqliteSessionStore": "acp_agent.store",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'acp_agent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from .agent import Agent, Command, ConfigOption, Mode, PromptTurn, StopReason
+    from .client import (
+        ALLOW_ONCE,
+        REJECT_ONCE,
+        ClientCapabilities,
+        PermissionOption,
+        PermissionOutcome,
+        SessionClient,
+        Terminal,
+        ToolCall,
+        diff_content,
+        terminal_content,
+        text_content,
+    )
+    from .connection import AgentSession
+    from .runner import run_agent, serve_stdio
+    from .server import AcpServer, serve
+    from .session import Session
+    from .store import MemorySessionStore, SqliteSessionStore, open_store
+    from .transport import StdioTransport, memory_pair

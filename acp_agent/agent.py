@@ -1,0 +1,204 @@
+"""The interface an agent author implements.
+
+Subclass :class:`Agent` and override :meth:`Agent.prompt`; everything else has a
+default. The library keeps the protocol's invariants around it: one active prompt per
+session, cancellation that always answers ``cancelled``, updates ordered before the
+prompt response, session persistence and replay, capability-gated client calls.
+
+Defaults answer ``-32601`` for what an agent does not support (authentication,
+``logout``, extension methods) and the advertised capabilities follow what is
+implemented: prompt content types come from :attr:`Agent.prompt_capabilities`,
+session features from the store the server was given.
+
+Shapes the agent *emits* (commands, modes, config options, auth methods) are plain
+dicts typed with ``TypedDict``s in their wire spelling; what the agent *receives*
+(the prompt, request params) is validated into the generated pydantic models.
+
+This module does not know the connection or the store.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from .client import ClientCapabilities, SessionClient
+from .errors import MethodNotFound
+from .session import Session
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired, TypedDict
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from .protocol import ContentBlock, InitializeRequest, PromptRequest
+
+StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
+
+
+class CommandInput(TypedDict):
+    hint: str
+
+
+class Command(TypedDict):
+    """A slash command (``available_commands_update``)."""
+
+    name: str
+    description: str
+    input: NotRequired[CommandInput]
+
+
+class Mode(TypedDict):
+    """A session mode. The first mode an agent lists is the default."""
+
+    id: str
+    name: str
+    description: NotRequired[str]
+
+
+class SelectValue(TypedDict):
+    value: str
+    name: str
+    description: NotRequired[str]
+
+
+class ConfigOption(TypedDict):
+    """A session config option *definition*; the library adds ``currentValue``.
+
+    ``type`` is ``"select"`` (with ``options`` and a ``default`` value id) or
+    ``"boolean"`` (a ``default`` bool; only offered to clients that advertise
+    ``session.configOptions.boolean``). An option of ``category: "mode"`` whose values
+    are the mode ids is kept in step with the session mode by the library.
+    """
+
+    id: str
+    name: str
+    type: Literal["select", "boolean"]
+    default: str | bool
+    description: NotRequired[str]
+    category: NotRequired[str]
+    options: NotRequired[list[SelectValue]]
+
+
+class AuthMethod(TypedDict):
+    id: str
+    name: str
+    description: NotRequired[str]
+    type: NotRequired[str]
+
+
+class PromptCapabilities(TypedDict, total=False):
+    image: bool
+    audio: bool
+    embeddedContext: bool
+
+
+@dataclass(slots=True)
+class PromptTurn:
+    """What :meth:`Agent.prompt` receives for one turn."""
+
+    session: Session
+    client: SessionClient
+    request: PromptRequest
+    #: the prompt's content blocks exactly as received (wire dicts)
+    blocks: list[dict[str, Any]]
+    turn_id: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def prompt(self) -> list[ContentBlock]:
+        """The prompt as typed content blocks."""
+        return list(self.request.prompt)
+
+    @property
+    def text(self) -> str:
+        """The text of the prompt's text blocks, joined with newlines."""
+        return "\n".join(
+            str(b.get("text", "")) for b in self.blocks if b.get("type") == "text"
+        )
+
+
+class Agent:
+    """Base class of an ACP agent. Override :meth:`prompt` at least."""
+
+    #: ``agentInfo`` in the initialize response
+    name: ClassVar[str] = "acp-agent"
+    title: ClassVar[str | None] = None
+    version: ClassVar[str] = "0"
+
+    #: which prompt content blocks besides text and resource links are accepted
+    prompt_capabilities: ClassVar[PromptCapabilities] = {}
+    #: which MCP transports besides stdio are accepted in ``mcpServers``
+    mcp_http: ClassVar[bool] = False
+    mcp_sse: ClassVar[bool] = False
+
+    # -- connection-level -----------------------------------------------------
+
+    async def initialize(
+        self, request: InitializeRequest, capabilities: ClientCapabilities
+    ) -> None:
+        """Called for every ``initialize`` (a client may send it again)."""
+
+    def auth_methods(self, capabilities: ClientCapabilities) -> Sequence[AuthMethod]:
+        """Authentication methods to advertise. Terminal methods are filtered out by
+        the library unless the client advertised ``auth.terminal``."""
+        return ()
+
+    async def authenticate(self, method_id: str, meta: Mapping[str, Any] | None) -> None:
+        raise MethodNotFound("this agent needs no authentication")
+
+    def requires_auth(self) -> bool:
+        """True while session creation must answer ``-32000``."""
+        return False
+
+    # -- sessions ---------------------------------------------------------------
+
+    def commands(self, session: Session) -> Sequence[Command]:
+        """Slash commands advertised after ``session/new`` (and on load/resume)."""
+        return ()
+
+    def modes(self, session: Session) -> Sequence[Mode]:
+        """Session modes; empty for none. The first is the default."""
+        return ()
+
+    def config_options(self, session: Session) -> Sequence[ConfigOption]:
+        """Session config option definitions; empty for none."""
+        return ()
+
+    async def new_session(self, session: Session) -> None:
+        """A session was created (before its response is sent: do not send updates)."""
+
+    async def load_session(self, session: Session) -> None:
+        """A stored session was loaded or resumed on this connection."""
+
+    async def close_session(self, session: Session) -> None:
+        """The session is being closed (any turn has already been cancelled)."""
+
+    async def mode_changed(self, session: Session, mode_id: str) -> None:
+        """The session mode changed (already validated, stored and announced)."""
+
+    async def config_changed(self, session: Session, config_id: str, value: str | bool) -> None:
+        """A config option changed (already validated and stored)."""
+
+    # -- turns --------------------------------------------------------------------
+
+    async def prompt(self, turn: PromptTurn) -> StopReason:
+        """Run one prompt turn and return its stop reason.
+
+        Send output through ``turn.client``. When the turn is cancelled, the awaiting
+        call raises the backend's cancellation exception: let it propagate (use
+        ``try/finally`` for cleanup); the library answers ``cancelled``.
+        """
+        raise NotImplementedError
+
+    # -- extensions -------------------------------------------------------------
+
+    async def ext_method(self, method: str, params: Any) -> Any:
+        """A ``_``-prefixed request. Default: method not found."""
+        raise MethodNotFound(f"unknown extension method {method[:100]!r}")
+
+    async def ext_notification(self, method: str, params: Any) -> None:
+        """A ``_``-prefixed notification. Default: ignored."""

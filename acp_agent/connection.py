@@ -1,0 +1,442 @@
+"""``AgentSession``: one JSON-RPC connection, where the sans-IO core meets I/O.
+
+One ``AgentSession`` serves one transport (one stdio pipe pair). It is *not* an ACP
+session (a ``sessionId``): those live in :mod:`acp_agent.session` and are routed by
+:mod:`acp_agent.server`.
+
+This module owns:
+
+* the receive loop (framing and decoding through :mod:`acp_agent.jsonrpc`), which
+  never waits on a handler: every inbound request and notification runs in its own
+  task of the connection's task group, so ``session/cancel`` and the client's
+  responses are read while a ``session/prompt`` waits;
+* the single ordered outbox and its writer task: frames leave in the order the code
+  sends them, coalesced into few writes, with back-pressure on a slow reader;
+* correlation of the client's responses with our pending outbound requests, their
+  optional time limits, and ``$/cancel_request`` in both directions;
+* the one exception -> JSON-RPC error boundary (:meth:`AgentSession._answer`): every
+  request is answered exactly once, a handler bug becomes ``-32603`` with the
+  traceback on stderr only;
+* shutdown: on EOF in-flight handlers are cancelled, pending outbound calls fail with
+  :class:`~acp_agent.errors.ConnectionClosed`, the last frames are flushed within a
+  bound.
+
+It knows nothing of ACP methods beyond ``$/cancel_request``: the method table comes
+from the layer above (:class:`MethodTable`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+from .errors import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    LINE_TOO_LONG,
+    METHOD_NOT_FOUND,
+    REQUEST_CANCELLED,
+    CallTimeout,
+    ConnectionClosed,
+    OversizedLine,
+    RequestError,
+)
+from .jsonrpc import (
+    ErrorResponse,
+    Invalid,
+    LineBuffer,
+    Notification,
+    PendingCalls,
+    Request,
+    RequestId,
+    Response,
+    decode,
+    encode_error,
+    encode_notification,
+    encode_request,
+    encode_result,
+)
+from .transport import Transport
+
+log = logging.getLogger("acp_agent.connection")
+
+CANCEL_REQUEST: Final = "$/cancel_request"
+HIGH_WATER: Final = 1 << 20  # outbox bytes above which senders wait for the writer
+YIELD_EVERY: Final = 64  # enqueues between forced checkpoints (lets the reader run)
+SHUTDOWN_GRACE: Final = 0.5  # seconds in-flight handlers get to answer on shutdown
+FLUSH_GRACE: Final = 1.0  # seconds the last writes may take
+
+
+class RequestContext:
+    """Per inbound request: its id, its cancel scope, what to do after the answer."""
+
+    __slots__ = ("after_response", "cancel_hook", "cancelled", "id", "method", "scope")
+
+    def __init__(self, request_id: RequestId, method: str) -> None:
+        self.id = request_id
+        self.method = method
+        self.scope = anyio.CancelScope()
+        self.cancelled = False
+        #: set by a handler that answers a cancelled request itself (a prompt turn
+        #: answers ``stopReason: "cancelled"`` rather than ``-32800``)
+        self.cancel_hook: Callable[[], None] | None = None
+        self.after_response: list[Callable[[], Awaitable[None]]] = []
+
+    def cancel(self) -> None:
+        """Cancel this request (``$/cancel_request`` or shutdown)."""
+        self.cancelled = True
+        if self.cancel_hook is not None:
+            self.cancel_hook()
+        else:
+            self.scope.cancel()
+
+
+RequestFn = Callable[[Any, RequestContext], Awaitable[Any]]
+NotificationFn = Callable[[Any], Awaitable[None]]
+
+
+@dataclass
+class MethodTable:
+    """The methods a connection serves. ``fallback_*`` take the method name first."""
+
+    requests: dict[str, RequestFn] = field(default_factory=dict)
+    notifications: dict[str, NotificationFn] = field(default_factory=dict)
+    fallback_request: Callable[[str, Any, RequestContext], Awaitable[Any]] | None = None
+    fallback_notification: Callable[[str, Any], Awaitable[None]] | None = None
+
+
+class Dispatcher(Protocol):
+    """Turns one inbound request into its result (or raises a RequestError)."""
+
+    async def dispatch(self, method: str, params: Any, ctx: RequestContext) -> Any: ...
+
+
+class NativeDispatcher:
+    """A dictionary lookup and a call: the default (see README for the measurements)."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: MethodTable) -> None:
+        self._table = table
+
+    async def dispatch(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        fn = self._table.requests.get(method)
+        if fn is not None:
+            return await fn(params, ctx)
+        note = self._table.notifications.get(method)
+        if note is not None:
+            # A notification method sent as a request (some clients send session/cancel
+            # with an id): do it, and answer so the client is not left waiting.
+            await note(params)
+            return None
+        if self._table.fallback_request is not None:
+            return await self._table.fallback_request(method, params, ctx)
+        raise RequestError(f"Method not found: {method[:100]}", code=METHOD_NOT_FOUND)
+
+
+class _Waiter:
+    __slots__ = ("error", "event", "result")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+def _key(request_id: RequestId) -> tuple[type, RequestId]:
+    # 1 and "1" are different ids; keep their JSON types apart.
+    return (type(request_id), request_id)
+
+
+class AgentSession:
+    """Serve one connection. Construct, then ``await serve()``; nothing starts before."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        table: MethodTable,
+        *,
+        max_line: int = 64 * 1024 * 1024,
+        dispatcher: Callable[[MethodTable], Dispatcher] = NativeDispatcher,
+    ) -> None:
+        self._transport = transport
+        self._table = table
+        self._dispatcher = dispatcher(table)
+        self._buffer = LineBuffer(max_line)
+        self._max_line = max_line
+        self._pending: PendingCalls[_Waiter] = PendingCalls()
+        self._inflight: dict[tuple[type, RequestId], RequestContext] = {}
+        self._outbox: list[bytes] = []
+        self._outbox_size = 0
+        self._wake = anyio.Event()
+        self._drained = anyio.Event()
+        self._since_yield = 0
+        self._closed = False
+        self._writer_failed = False
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def pending_count(self) -> int:
+        """Outbound requests still waiting for a response."""
+        return len(self._pending)
+
+    @property
+    def inflight_count(self) -> int:
+        """Inbound requests not yet answered."""
+        return len(self._inflight)
+
+    # ------------------------------------------------------------------ serving
+
+    async def serve(self) -> None:
+        """Run until the peer closes the stream (EOF), then shut down cleanly."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._writer, name="acp-writer")
+            try:
+                await self._receive_loop(tg)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._shutdown()
+                tg.cancel_scope.cancel()
+        self._tg = None
+
+    async def _receive_loop(self, tg: anyio.abc.TaskGroup) -> None:
+        while True:
+            try:
+                data = await self._transport.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                for item in self._buffer.close():
+                    self._on_line(item, tg)
+                return
+            for item in self._buffer.feed(data):
+                self._on_line(item, tg)
+
+    def _on_line(self, item: bytes | OversizedLine, tg: anyio.abc.TaskGroup) -> None:
+        if isinstance(item, OversizedLine):
+            log.error("discarded an input line: %s", item)
+            self._enqueue(
+                encode_error(None, LINE_TOO_LONG, f"Message exceeds the {self._max_line}-byte line limit")
+            )
+            return
+        for msg in decode(item):
+            if isinstance(msg, Request):
+                ctx = RequestContext(msg.id, msg.method)
+                k = _key(msg.id)
+                if k in self._inflight and msg.id is not None:
+                    self._enqueue(
+                        encode_error(msg.id, INVALID_REQUEST, "Request id is already in use")
+                    )
+                    continue
+                self._inflight[k] = ctx
+                tg.start_soon(self._run_request, msg, ctx)
+            elif isinstance(msg, Notification):
+                if msg.method == CANCEL_REQUEST:
+                    self._on_cancel_request(msg.params)
+                else:
+                    tg.start_soon(self._run_notification, msg)
+            elif isinstance(msg, Response | ErrorResponse):
+                self._on_response(msg)
+            elif isinstance(msg, Invalid):
+                if msg.answerable:
+                    self._enqueue(encode_error(msg.id, msg.code, msg.message))
+                else:
+                    log.warning("ignored an invalid notification: %s", msg.message)
+
+    # ------------------------------------------------------------------ inbound
+
+    async def _run_request(self, req: Request, ctx: RequestContext) -> None:
+        outcome: tuple[bool, Any] | None = None
+        try:
+            with ctx.scope:
+                try:
+                    outcome = (True, await self._dispatcher.dispatch(req.method, req.params, ctx))
+                except RequestError as exc:
+                    outcome = (False, exc.to_wire())
+                except Exception:
+                    log.exception("handler for %r failed", req.method)
+                    outcome = (False, {"code": INTERNAL_ERROR, "message": "Internal error"})
+            if outcome is None:  # the scope was cancelled: $/cancel_request or shutdown
+                outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
+        finally:
+            self._inflight.pop(_key(req.id), None)
+            if outcome is None:  # cancelled from outside (connection shutting down)
+                outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
+            self._answer(req.id, outcome)
+        for callback in ctx.after_response:
+            await callback()
+
+    def _answer(self, request_id: RequestId, outcome: tuple[bool, Any]) -> None:
+        """The one place a request's answer is written."""
+        ok, value = outcome
+        if ok:
+            try:
+                frame = encode_result(request_id, value)
+            except TypeError:
+                log.exception("result for request %r is not JSON-serialisable", request_id)
+                frame = encode_error(request_id, INTERNAL_ERROR, "Internal error")
+        else:
+            frame = encode_error(request_id, value["code"], value["message"], value.get("data"))
+        self._enqueue(frame)
+
+    async def _run_notification(self, note: Notification) -> None:
+        fn = self._table.notifications.get(note.method)
+        try:
+            if fn is not None:
+                await fn(note.params)
+            elif self._table.fallback_notification is not None:
+                await self._table.fallback_notification(note.method, note.params)
+        except Exception:
+            # Notifications are never answered; a failing handler is our bug: log it.
+            log.exception("notification handler for %r failed", note.method)
+
+    def _on_cancel_request(self, params: Any) -> None:
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+            return
+        ctx = self._inflight.get(_key(request_id))
+        if ctx is not None and not ctx.cancelled:
+            ctx.cancel()
+        # Unknown or finished: ignored; the normal response stands.
+
+    # ------------------------------------------------------------------ outbound
+
+    async def notify(self, method: str, params: Any) -> None:
+        """Send a notification. Waits only when the client reads too slowly."""
+        if self._closed:
+            raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
+        self._enqueue(encode_notification(method, params))
+        await self._pace()
+
+    async def call(self, method: str, params: Any, *, timeout: float | None = None) -> Any:
+        """Send a request and wait for its response (no time limit unless given).
+
+        Cancelling the caller sends ``$/cancel_request`` for it and drops any late
+        reply. Raises :class:`RequestError` for an error response,
+        :class:`CallTimeout` past ``timeout``, :class:`ConnectionClosed` if the
+        connection ends first.
+        """
+        if self._closed:
+            raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
+        waiter = _Waiter()
+        request_id = self._pending.allocate(method, waiter)
+        self._enqueue(encode_request(request_id, method, params))
+        try:
+            if timeout is None:
+                await waiter.event.wait()
+            else:
+                with anyio.move_on_after(timeout) as scope:
+                    await waiter.event.wait()
+                if scope.cancelled_caught and not waiter.event.is_set():
+                    self._abandon(request_id)
+                    raise CallTimeout(method, timeout)
+        except BaseException:
+            if not waiter.event.is_set():
+                self._abandon(request_id)
+            raise
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.result
+
+    def _abandon(self, request_id: int) -> None:
+        if self._pending.pop(request_id) is not None and not self._closed:
+            self._enqueue(encode_notification(CANCEL_REQUEST, {"requestId": request_id}))
+
+    def _on_response(self, msg: Response | ErrorResponse) -> None:
+        request_id = msg.id
+        if isinstance(request_id, bool) or not isinstance(request_id, int):
+            log.warning("dropped a response with an id we never used: %r", request_id)
+            return
+        entry = self._pending.pop(request_id)
+        if entry is None:
+            log.debug("dropped a late or unknown response for id %r", request_id)
+            return
+        _, waiter = entry
+        if isinstance(msg, Response):
+            waiter.result = msg.result
+        else:
+            waiter.error = RequestError.from_wire(msg.error)
+        waiter.event.set()
+
+    # ------------------------------------------------------------------ the outbox
+
+    def _enqueue(self, frame: bytes) -> None:
+        self._outbox.append(frame)
+        self._outbox_size += len(frame)
+        self._wake.set()
+
+    async def _pace(self) -> None:
+        if self._outbox_size > HIGH_WATER and not self._writer_failed:
+            if self._drained.is_set():
+                self._drained = anyio.Event()
+            await self._drained.wait()
+            self._since_yield = 0
+            return
+        self._since_yield += 1
+        if self._since_yield >= YIELD_EVERY:
+            self._since_yield = 0
+            await anyio.lowlevel.checkpoint()
+        else:
+            await anyio.lowlevel.checkpoint_if_cancelled()
+
+    async def _writer(self) -> None:
+        while True:
+            if not self._outbox:
+                self._drained.set()
+                self._wake = anyio.Event()
+                await self._wake.wait()
+                continue
+            await self._flush_once()
+
+    async def _flush_once(self) -> None:
+        frames = self._outbox
+        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        self._outbox = []
+        self._outbox_size = 0
+        if self._writer_failed:
+            return
+        try:
+            await self._transport.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            # The client vanished. Keep running so handlers can unwind; drop output.
+            log.warning("the client stopped reading (%s); output is dropped", exc)
+            self._writer_failed = True
+            self._drained.set()
+
+    async def flush(self) -> None:
+        """Wait until everything enqueued so far has been written."""
+        while self._outbox and not self._writer_failed:
+            if self._drained.is_set():
+                self._drained = anyio.Event()
+            self._wake.set()
+            await self._drained.wait()
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def _shutdown(self) -> None:
+        self._closed = True
+        # Every waiter wakes: pending outbound calls fail with a named error.
+        for _, method, waiter in self._pending.drain():
+            waiter.error = ConnectionClosed(f"the connection closed before {method!r} was answered")
+            waiter.event.set()
+        # In-flight handlers are cancelled and get a short time to answer.
+        for ctx in list(self._inflight.values()):
+            ctx.cancel()
+        with anyio.move_on_after(SHUTDOWN_GRACE):
+            while self._inflight:
+                await anyio.lowlevel.checkpoint()
+                if self._inflight:
+                    await anyio.sleep(0.005)
+        with anyio.move_on_after(FLUSH_GRACE):
+            await self.flush()

@@ -1,0 +1,91 @@
+"""Run an agent over stdio: the few lines between an :class:`Agent` and a process.
+
+``run_agent(agent)`` reserves the real stdout for protocol frames (everything else that
+writes to stdout goes to stderr), opens the session store (SQLite in the user's data
+directory unless told otherwise), serves until stdin reaches EOF or SIGTERM arrives,
+and shuts down cleanly: in-flight turns are cancelled, pending calls fail, the last
+frames are flushed and the store is closed.
+
+It owns process-level concerns only; the protocol lives in :mod:`acp_agent.server`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any, Literal
+
+import anyio
+
+from .agent import Agent
+from .server import AcpServer, BusyPolicy
+from .store import SessionStore, open_store
+from .transport import StdioTransport, reserve_stdout
+
+log = logging.getLogger("acp_agent.runner")
+
+Backend = Literal["asyncio", "trio"]
+
+
+async def _watch_signals(on_signal: Callable[[], None]) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("received signal %s: shutting down", signum)
+            on_signal()
+            return
+
+
+async def serve_stdio(
+    agent: Agent,
+    *,
+    store: SessionStore | str | None = None,
+    write_fd: int = 1,
+    read_fd: int = 0,
+    busy_policy: BusyPolicy = "reject",
+    turn_timeout: float | None = None,
+    allow_outside_roots: bool = False,
+    max_line: int = 64 * 1024 * 1024,
+    dispatcher: Any = None,
+) -> None:
+    """Serve ``agent`` on the given descriptors until EOF or SIGTERM."""
+    opened = store if store is not None and not isinstance(store, str) else None
+    the_store = opened if opened is not None else await open_store(store)  # type: ignore[arg-type]
+    transport = StdioTransport(read_fd, write_fd)
+    server = AcpServer(
+        agent,
+        the_store,
+        busy_policy=busy_policy,
+        turn_timeout=turn_timeout,
+        allow_outside_roots=allow_outside_roots,
+        max_line=max_line,
+        dispatcher=dispatcher,
+    )
+    try:
+        async with anyio.create_task_group() as tg:
+            serving = anyio.CancelScope()
+
+            async def run_server() -> None:
+                with serving:
+                    await server.serve(transport)
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(_watch_signals, serving.cancel)
+            tg.start_soon(run_server)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await transport.aclose()
+            if opened is None:
+                await the_store.aclose()
+
+
+def run_agent(agent: Agent, *, backend: Backend = "asyncio", **options: Any) -> int:
+    """Serve ``agent`` over this process's stdin/stdout; returns the exit code (0)."""
+    reservation = reserve_stdout()
+    try:
+        anyio.run(
+            lambda: serve_stdio(agent, write_fd=reservation.fd, **options), backend=backend
+        )
+    finally:
+        reservation.restore()
+    return 0

@@ -1,0 +1,790 @@
+"""ACP on top of the JSON-RPC engine: routes every v1 agent method to an :class:`Agent`.
+
+``AcpServer`` owns the ACP semantics the library guarantees, whatever the agent does:
+
+* ``initialize``: version negotiation (a v1 agent answers ``1`` whatever it is asked),
+  capabilities in the schema's exact encodings, following what is implemented;
+* sessions: creation, load with exact replay, resume, list, close, delete, backed by a
+  :class:`~acp_agent.store.SessionStore`; updates for a session never precede the
+  response that created it, and nothing follows a ``session/load`` response;
+* prompt turns: one active prompt per session (refused at once, or queued FIFO by
+  choice); one authoritative end per turn, written after every update of the turn
+  and after the turn is durable in the store; ``cancelled`` whichever path races
+  first; an optional per-turn time limit;
+* modes and config options kept in step.
+
+Requests other than ``initialize`` that arrive before it are refused with
+``-32600`` (a documented choice: capabilities are unknown until then).
+
+It does not read or write bytes (that is :class:`~acp_agent.connection.AgentSession`)
+and does not know concrete transports or agents.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Final, Literal
+
+import anyio
+import anyio.abc
+
+from .agent import Agent, ConfigOption, PromptTurn
+from .client import ClientCapabilities, SessionClient
+from .connection import AgentSession, Dispatcher, MethodTable, NativeDispatcher, RequestContext
+from .errors import (
+    INVALID_REQUEST,
+    AuthRequired,
+    InternalError,
+    InvalidParams,
+    MethodNotFound,
+    PromptAlreadyActive,
+    RequestError,
+    ResourceNotFound,
+    TurnTimeout,
+)
+from .session import (
+    STOP_REASONS,
+    CancelReason,
+    History,
+    Session,
+    Turn,
+    TurnLog,
+    check_absolute_dir,
+    check_additional_directories,
+    sanitize,
+)
+from .store import MemorySessionStore, SessionRecord, SessionStore
+from .transport import Transport
+
+log = logging.getLogger("acp_agent.server")
+
+PROTOCOL_VERSION: Final = 1
+CLOSE_GRACE: Final = 5.0  # seconds a cancelled turn gets to unwind on close
+BusyPolicy = Literal["reject", "queue"]
+
+JSON = dict[str, Any]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _params(params: Any) -> JSON:
+    """Params as an object: absent or null is ``{}``; an array is invalid for ACP."""
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise InvalidParams("params must be an object")
+    return params
+
+
+def _session_id(params: JSON) -> str:
+    sid = params.get("sessionId")
+    if not isinstance(sid, str) or not sid:
+        raise InvalidParams("sessionId: a non-empty string is required")
+    return sid
+
+
+def _mcp_servers(params: JSON, agent: Agent) -> list[Any]:
+    servers = params.get("mcpServers")
+    if servers is None:
+        return []
+    if not isinstance(servers, list):
+        raise InvalidParams("mcpServers must be an array")
+    for i, server in enumerate(servers):
+        if not isinstance(server, dict):
+            raise InvalidParams(f"mcpServers[{i}] must be an object")
+        kind = server.get("type")
+        if kind == "http" and not agent.mcp_http:
+            raise InvalidParams(f"mcpServers[{i}]: HTTP MCP servers are not supported")
+        if kind == "sse" and not agent.mcp_sse:
+            raise InvalidParams(f"mcpServers[{i}]: SSE MCP servers are not supported")
+        if kind is None:
+            for key in ("name", "command"):
+                if not isinstance(server.get(key), str):
+                    raise InvalidParams(f"mcpServers[{i}].{key}: a string is required")
+    return servers
+
+
+_GATED_BLOCKS: Final = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
+
+
+class _Persister:
+    """Writes turns to the store in order, off the turn's hot path, in batches.
+
+    :class:`~acp_agent.session.History` calls ``turn_started`` / ``turn_event``
+    synchronously as updates are sent; this queues them and one task writes them.
+    ``sync()`` waits until everything queued so far is durable.
+    """
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._ops: deque[tuple[str, str, str, Any]] = deque()
+        self._queued = 0
+        self._done = 0
+        self._wake = anyio.Event()
+        self._progress = anyio.Event()
+        self.failed: BaseException | None = None
+
+    def sink_for(self, session_id: str) -> _SessionSink:
+        return _SessionSink(self, session_id)
+
+    def push(self, op: str, session_id: str, turn_id: str, payload: Any) -> None:
+        if op == "append" and self._ops:
+            last = self._ops[-1]
+            if last[0] == "append" and last[1] == session_id and last[2] == turn_id:
+                last[3].append(payload)
+                return
+            payload = [payload]
+        elif op == "append":
+            payload = [payload]
+        self._ops.append((op, session_id, turn_id, payload))
+        self._queued += 1
+        self._wake.set()
+
+    async def sync(self) -> None:
+        target = self._queued
+        while self._done < target and self.failed is None:
+            if self._progress.is_set():
+                self._progress = anyio.Event()
+            await self._progress.wait()
+        if self.failed is not None:
+            raise InternalError("the session store failed; see the agent's log")
+
+    async def run(self) -> None:
+        while True:
+            if not self._ops:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+                continue
+            op, sid, tid, payload = self._ops.popleft()
+            try:
+                if op == "begin":
+                    await self.store.begin_turn(sid, tid, payload)
+                elif op == "append":
+                    await self.store.append_updates(sid, tid, payload)
+                else:
+                    await self.store.end_turn(sid, tid, payload)
+            except Exception as exc:  # the store is broken: fail the turns that wait on it
+                log.exception("session store write failed (%s %s)", op, sid)
+                self.failed = exc
+            self._done += 1
+            self._progress.set()
+
+
+@dataclass(slots=True)
+class _SessionSink:
+    persister: _Persister
+    session_id: str
+
+    def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON]) -> None:
+        self.persister.push("begin", self.session_id, turn_id, list(prompt_updates))
+
+    def turn_event(self, turn_id: str, update: JSON) -> None:
+        self.persister.push("append", self.session_id, turn_id, update)
+
+
+class AcpServer:
+    """Serve an :class:`Agent` over ACP v1. One instance per connection."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        store: SessionStore | None = None,
+        *,
+        busy_policy: BusyPolicy = "reject",
+        turn_timeout: float | None = None,
+        allow_outside_roots: bool = False,
+        max_line: int = 64 * 1024 * 1024,
+        dispatcher: type[Dispatcher] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.store: SessionStore = store if store is not None else MemorySessionStore()
+        self.busy_policy = busy_policy
+        self.turn_timeout = turn_timeout
+        self.allow_outside_roots = allow_outside_roots
+        self.max_line = max_line
+        self.dispatcher = dispatcher
+        self.capabilities = ClientCapabilities()
+        self.initialized = False
+        self.sessions: dict[str, Session] = {}
+        self.clients: dict[str, SessionClient] = {}
+        self._waiting: dict[str, deque[anyio.Event]] = {}
+        self._persister = _Persister(self.store)
+        self._conn: AgentSession | None = None
+
+    # ------------------------------------------------------------------ wiring
+
+    @property
+    def connection(self) -> AgentSession:
+        if self._conn is None:
+            raise RuntimeError("the server is not serving")
+        return self._conn
+
+    def method_table(self) -> MethodTable:
+        requests = {
+            "initialize": self._initialize,
+            "authenticate": self._gate(self._authenticate),
+            "session/new": self._gate(self._new_session),
+            "session/load": self._gate(self._load_session),
+            "session/resume": self._gate(self._resume_session),
+            "session/list": self._gate(self._list_sessions),
+            "session/close": self._gate(self._close_session),
+            "session/delete": self._gate(self._delete_session),
+            "session/set_mode": self._gate(self._set_mode),
+            "session/set_config_option": self._gate(self._set_config_option),
+            "session/prompt": self._gate(self._prompt),
+        }
+        return MethodTable(
+            requests=requests,
+            notifications={"session/cancel": self._cancel},
+            fallback_request=self._ext_request,
+            fallback_notification=self._ext_notification,
+        )
+
+    def _gate(self, fn: Any) -> Any:
+        async def gated(params: Any, ctx: RequestContext) -> Any:
+            if not self.initialized:
+                raise RequestError(
+                    "The connection is not initialized: send initialize first",
+                    code=INVALID_REQUEST,
+                )
+            return await fn(params, ctx)
+
+        return gated
+
+    async def serve(self, transport: Transport) -> None:
+        """Serve ``transport`` until EOF; then close every session and flush the store."""
+        kwargs: dict[str, Any] = {"max_line": self.max_line}
+        if self.dispatcher is not None:
+            kwargs["dispatcher"] = self.dispatcher
+        conn = AgentSession(transport, self.method_table(), **kwargs)
+        self._conn = conn
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._persister.run, name="acp-persister")
+            try:
+                await conn.serve()
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_GRACE):
+                    for session in list(self.sessions.values()):
+                        await self._shutdown_session(session, CancelReason.SHUTDOWN)
+                    await self._persister.sync()
+                tg.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _live(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise ResourceNotFound(
+                f"Session {session_id[:100]!r} is not open on this connection",
+                data={"sessionId": session_id[:200]},
+            )
+        return session
+
+    def _client(self, session: Session) -> SessionClient:
+        return self.clients[session.session_id]
+
+    def _attach(self, session: Session) -> SessionClient:
+        client = SessionClient(
+            session,
+            self.connection,
+            self.capabilities,
+            allow_outside_roots=self.allow_outside_roots,
+        )
+        self.sessions[session.session_id] = session
+        self.clients[session.session_id] = client
+        return client
+
+    def _option_defs(self, session: Session) -> list[ConfigOption]:
+        defs = list(self.agent.config_options(session))
+        if not self.capabilities.boolean_config_options:
+            defs = [d for d in defs if d["type"] != "boolean"]
+        return defs
+
+    def _init_state(self, session: Session) -> None:
+        """Give a session its default mode and config values where it has none."""
+        modes = list(self.agent.modes(session))
+        if modes and session.mode_id not in {m["id"] for m in modes}:
+            session.mode_id = modes[0]["id"]
+        for d in self.agent.config_options(session):
+            if d["id"] not in session.config:
+                session.config[d["id"]] = d["default"]
+            if d.get("category") == "mode" and session.mode_id is not None:
+                session.config[d["id"]] = session.mode_id
+
+    def _modes_wire(self, session: Session) -> JSON | None:
+        modes = list(self.agent.modes(session))
+        if not modes:
+            return None
+        return {
+            "currentModeId": session.mode_id or modes[0]["id"],
+            "availableModes": [dict(m) for m in modes],
+        }
+
+    def _config_wire(self, session: Session) -> list[JSON]:
+        out: list[JSON] = []
+        for d in self._option_defs(session):
+            item: JSON = {"id": d["id"], "name": d["name"], "type": d["type"]}
+            if "description" in d:
+                item["description"] = d["description"]
+            if "category" in d:
+                item["category"] = d["category"]
+            if d["type"] == "select":
+                item["options"] = [dict(o) for o in d.get("options", [])]
+            item["currentValue"] = session.config.get(d["id"], d["default"])
+            out.append(item)
+        return out
+
+    def _setup_result(self, session: Session, *, with_id: bool) -> JSON:
+        result: JSON = {"sessionId": session.session_id} if with_id else {}
+        modes = self._modes_wire(session)
+        if modes is not None:
+            result["modes"] = modes
+        options = self._config_wire(session)
+        if options:
+            result["configOptions"] = options
+        return result
+
+    async def _announce_commands(self, session: Session) -> None:
+        commands = list(self.agent.commands(session))
+        if commands and session.session_id in self.sessions:
+            await self._client(session).available_commands(list(map(dict, commands)))
+
+    def _check_prompt_blocks(self, blocks: list[Any]) -> None:
+        caps = self.agent.prompt_capabilities
+        for i, block in enumerate(blocks):
+            kind = block.get("type") if isinstance(block, dict) else None
+            cap = _GATED_BLOCKS.get(kind) if isinstance(kind, str) else None
+            if cap is not None and not caps.get(cap, False):  # type: ignore[misc]
+                raise InvalidParams(
+                    f"prompt[{i}] is an {kind} block, but the agent did not advertise "
+                    f"promptCapabilities.{cap}"
+                )
+
+    # ------------------------------------------------------------------ initialize
+
+    async def _initialize(self, params: Any, ctx: RequestContext) -> JSON:
+        from .protocol import InitializeRequest
+        from .protocol.wire import from_wire
+
+        raw = _params(params)
+        request = from_wire(InitializeRequest, raw)
+        self.capabilities = ClientCapabilities(raw.get("clientCapabilities"))
+        self.initialized = True
+        await self.agent.initialize(request, self.capabilities)
+        caps = self.agent.prompt_capabilities
+        auth = [
+            dict(m)
+            for m in self.agent.auth_methods(self.capabilities)
+            if m.get("type") != "terminal" or self.capabilities.auth_terminal
+        ]
+        info: JSON = {"name": self.agent.name, "version": self.agent.version}
+        if self.agent.title:
+            info["title"] = self.agent.title
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {
+                    "image": bool(caps.get("image", False)),
+                    "audio": bool(caps.get("audio", False)),
+                    "embeddedContext": bool(caps.get("embeddedContext", False)),
+                },
+                "mcpCapabilities": {"http": self.agent.mcp_http, "sse": self.agent.mcp_sse},
+                "sessionCapabilities": {
+                    "list": {},
+                    "delete": {},
+                    "resume": {},
+                    "close": {},
+                    "additionalDirectories": {},
+                },
+            },
+            "authMethods": auth,
+            "agentInfo": info,
+        }
+
+    async def _authenticate(self, params: Any, ctx: RequestContext) -> JSON:
+        raw = _params(params)
+        method_id = raw.get("methodId")
+        if not isinstance(method_id, str):
+            raise InvalidParams("methodId: a string is required")
+        offered = {m["id"]: m for m in self.agent.auth_methods(self.capabilities)}
+        if method_id not in offered:
+            raise InvalidParams(f"unknown authentication method {method_id[:100]!r}")
+        if offered[method_id].get("type") == "terminal":
+            raise InvalidParams("terminal authentication methods are run by the client")
+        await self.agent.authenticate(method_id, raw.get("_meta"))
+        return {}
+
+    # ------------------------------------------------------------------ sessions
+
+    def _require_auth(self) -> None:
+        if self.agent.requires_auth() and list(self.agent.auth_methods(self.capabilities)):
+            raise AuthRequired("Authentication required: call authenticate first")
+
+    async def _new_session(self, params: Any, ctx: RequestContext) -> JSON:
+        raw = _params(params)
+        self._require_auth()
+        if "cwd" not in raw:
+            raise InvalidParams("cwd: Field required")
+        cwd = check_absolute_dir(raw.get("cwd"), "cwd")
+        extra = check_additional_directories(raw.get("additionalDirectories"))
+        servers = _mcp_servers(raw, self.agent)
+        session_id = f"sess_{secrets.token_hex(12)}"
+        session = Session(
+            session_id,
+            cwd,
+            extra,
+            mcp_servers=servers,
+            history=History(sink=self._persister.sink_for(session_id)),
+        )
+        self._init_state(session)
+        now = _now()
+        await self.store.create(
+            SessionRecord(
+                session_id=session_id,
+                cwd=cwd,
+                additional_directories=extra,
+                created_at=now,
+                updated_at=now,
+                mode_id=session.mode_id,
+                config=dict(session.config),
+            )
+        )
+        self._attach(session)
+        try:
+            await self.agent.new_session(session)
+        except BaseException:
+            self.sessions.pop(session_id, None)
+            self.clients.pop(session_id, None)
+            raise
+        # Nothing about the session may reach the client before this response.
+        ctx.after_response.append(lambda: self._announce_commands(session))
+        return self._setup_result(session, with_id=True)
+
+    async def _restore(self, raw: JSON, *, replay: bool) -> tuple[Session, list[TurnLog]]:
+        self._require_auth()
+        session_id = _session_id(raw)
+        if "cwd" not in raw:
+            raise InvalidParams("cwd: Field required")
+        cwd = check_absolute_dir(raw.get("cwd"), "cwd")
+        extra = check_additional_directories(raw.get("additionalDirectories"))
+        servers = _mcp_servers(raw, self.agent)
+        record = await self.store.get(session_id)
+        if record is None:
+            raise ResourceNotFound(
+                f"Session {session_id[:100]!r} not found", data={"sessionId": session_id[:200]}
+            )
+        live = self.sessions.get(session_id)
+        if live is not None:
+            await self._shutdown_session(live, CancelReason.CLOSE)
+        await self._persister.sync()
+        stored = await self.store.load_history(session_id)
+        turns = sanitize(
+            TurnLog(t.turn_id, list(t.updates), t.stop_reason, t.interrupted) for t in stored
+        )
+        session = Session(
+            session_id,
+            cwd,
+            extra,
+            title=record.title,
+            mode_id=record.mode_id,
+            config=dict(record.config),
+            mcp_servers=servers,
+            history=History(turns, sink=self._persister.sink_for(session_id)),
+        )
+        self._init_state(session)
+        if cwd != record.cwd or extra != record.additional_directories:
+            await self.store.update(session_id, cwd=cwd, additional_directories=extra)
+        self._attach(session)
+        await self.agent.load_session(session)
+        return session, turns if replay else []
+
+    async def _load_session(self, params: Any, ctx: RequestContext) -> JSON:
+        session, turns = await self._restore(_params(params), replay=True)
+        conn = self.connection
+        for turn in turns:
+            for event in turn.events:
+                await conn.notify(
+                    "session/update", {"sessionId": session.session_id, "update": event}
+                )
+        await self._after_restore(session)
+        return self._setup_result(session, with_id=False)
+
+    async def _resume_session(self, params: Any, ctx: RequestContext) -> JSON:
+        session, _ = await self._restore(_params(params), replay=False)
+        await self._after_restore(session)
+        return self._setup_result(session, with_id=False)
+
+    async def _after_restore(self, session: Session) -> None:
+        # Extras go before the response: nothing for the session may follow it.
+        await self._announce_commands(session)
+        if session.mode_id is not None and self.agent.modes(session):
+            await self._client(session).current_mode(session.mode_id)
+
+    async def _list_sessions(self, params: Any, ctx: RequestContext) -> JSON:
+        raw = _params(params)
+        cwd = raw.get("cwd")
+        cursor = raw.get("cursor")
+        if cwd is not None:
+            cwd = check_absolute_dir(cwd, "cwd")
+        if cursor is not None and not isinstance(cursor, str):
+            raise InvalidParams("cursor must be a string")
+        records, next_cursor = await self.store.list(cwd=cwd, cursor=cursor)
+        sessions: list[JSON] = []
+        for r in records:
+            item: JSON = {"sessionId": r.session_id, "cwd": r.cwd}
+            if r.additional_directories:
+                item["additionalDirectories"] = list(r.additional_directories)
+            if r.title is not None:
+                item["title"] = r.title
+            if r.updated_at:
+                item["updatedAt"] = r.updated_at
+            sessions.append(item)
+        result: JSON = {"sessions": sessions}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        return result
+
+    async def _shutdown_session(self, session: Session, reason: CancelReason) -> None:
+        """Cancel any running turn, wait for it to unwind, and drop the live session."""
+        turn = session.slot.close()
+        if turn is not None:
+            turn.cancel(reason)
+        for waiter in self._waiting.pop(session.session_id, deque()):
+            waiter.set()
+        last = session.last_turn
+        if last is not None and not last.finished:
+            with anyio.move_on_after(CLOSE_GRACE):
+                await last.done.wait()
+        self.sessions.pop(session.session_id, None)
+        self.clients.pop(session.session_id, None)
+        try:
+            await self.agent.close_session(session)
+        except Exception:
+            log.exception("agent.close_session failed for %s", session.session_id)
+
+    async def _close_session(self, params: Any, ctx: RequestContext) -> JSON:
+        session_id = _session_id(_params(params))
+        session = self.sessions.get(session_id)
+        if session is None:
+            if await self.store.get(session_id) is None:
+                raise ResourceNotFound(
+                    f"Session {session_id[:100]!r} not found", data={"sessionId": session_id[:200]}
+                )
+            return {}
+        await self._shutdown_session(session, CancelReason.CLOSE)
+        return {}
+
+    async def _delete_session(self, params: Any, ctx: RequestContext) -> JSON:
+        session_id = _session_id(_params(params))
+        session = self.sessions.get(session_id)
+        if session is not None:
+            await self._shutdown_session(session, CancelReason.CLOSE)
+        await self._persister.sync()
+        await self.store.delete(session_id)  # unknown ids succeed silently
+        return {}
+
+    # ------------------------------------------------------------------ modes & config
+
+    def _linked_option(self, session: Session) -> ConfigOption | None:
+        modes = {m["id"] for m in self.agent.modes(session)}
+        for d in self.agent.config_options(session):
+            values = {o["value"] for o in d.get("options", [])}
+            if d.get("category") == "mode" and d["type"] == "select" and values == modes:
+                return d
+        return None
+
+    async def _set_mode(self, params: Any, ctx: RequestContext) -> JSON:
+        raw = _params(params)
+        session = self._live(_session_id(raw))
+        mode_id = raw.get("modeId")
+        modes = {m["id"] for m in self.agent.modes(session)}
+        if not modes:
+            raise MethodNotFound("this agent has no session modes")
+        if not isinstance(mode_id, str) or mode_id not in modes:
+            raise InvalidParams(f"modeId must be one of {sorted(modes)}")
+        await self._apply_mode(session, mode_id, announce_mode=False)
+        return {}
+
+    async def _apply_mode(self, session: Session, mode_id: str, *, announce_mode: bool) -> None:
+        session.mode_id = mode_id
+        linked = self._linked_option(session)
+        if linked is not None:
+            session.config[linked["id"]] = mode_id
+        await self.store.update(session.session_id, mode_id=mode_id, config=dict(session.config))
+        client = self._client(session)
+        if announce_mode:
+            await client.current_mode(mode_id)
+        elif linked is not None and linked in self._option_defs(session):
+            await client.config_options(self._config_wire(session))
+        await self.agent.mode_changed(session, mode_id)
+
+    async def _set_config_option(self, params: Any, ctx: RequestContext) -> JSON:
+        raw = _params(params)
+        session = self._live(_session_id(raw))
+        config_id = raw.get("configId")
+        defs = {d["id"]: d for d in self._option_defs(session)}
+        if not isinstance(config_id, str) or config_id not in defs:
+            raise InvalidParams(f"configId must be one of {sorted(defs)}")
+        d = defs[config_id]
+        value = raw.get("value")
+        if d["type"] == "boolean":
+            if raw.get("type") != "boolean" or not isinstance(value, bool):
+                raise InvalidParams(f"{config_id} is a boolean option: send type boolean")
+        else:
+            allowed = {o["value"] for o in d.get("options", [])}
+            if not isinstance(value, str) or value not in allowed:
+                raise InvalidParams(f"value for {config_id} must be one of {sorted(allowed)}")
+        linked = self._linked_option(session)
+        if linked is not None and linked["id"] == config_id and isinstance(value, str):
+            session.config[config_id] = value
+            await self._apply_mode(session, value, announce_mode=True)
+        else:
+            session.config[config_id] = value
+            await self.store.update(session.session_id, config=dict(session.config))
+        await self.agent.config_changed(session, config_id, value)
+        return {"configOptions": self._config_wire(session)}
+
+    # ------------------------------------------------------------------ prompt turns
+
+    async def _acquire_slot(self, session: Session, turn: Turn) -> None:
+        while not session.slot.try_start(turn):
+            if session.closed or session.session_id not in self.sessions:
+                raise ResourceNotFound(
+                    f"Session {session.session_id!r} is closed",
+                    data={"sessionId": session.session_id},
+                )
+            if self.busy_policy == "reject":
+                raise PromptAlreadyActive(
+                    f"A prompt is already active for session {session.session_id}"
+                )
+            waiter = anyio.Event()
+            queue = self._waiting.setdefault(session.session_id, deque())
+            queue.append(waiter)
+            try:
+                await waiter.wait()
+            finally:
+                if waiter in queue:
+                    queue.remove(waiter)
+
+    def _wake_next(self, session: Session) -> None:
+        queue = self._waiting.get(session.session_id)
+        if queue:
+            queue.popleft().set()
+
+    async def _prompt(self, params: Any, ctx: RequestContext) -> JSON:
+        from .protocol import PromptRequest
+        from .protocol.wire import from_wire
+
+        raw = _params(params)
+        session = self._live(_session_id(raw))
+        request = from_wire(PromptRequest, raw)
+        blocks = raw["prompt"]
+        self._check_prompt_blocks(blocks)
+        turn = Turn(f"turn_{secrets.token_hex(8)}")
+        await self._acquire_slot(session, turn)
+        try:
+            ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
+            previous = session.last_turn
+            session.last_turn = turn
+            if previous is not None and not previous.finished:
+                # A cancelled turn may still be unwinding: its history closes first.
+                await previous.done.wait()
+            return await self._run_turn(session, turn, request, blocks)
+        finally:
+            session.slot.end_if_current(turn)
+            self._wake_next(session)
+
+    async def _run_turn(
+        self, session: Session, turn: Turn, request: Any, blocks: list[Any]
+    ) -> JSON:
+        handle = session.history.start_turn(turn.turn_id, blocks)
+        client = self._client(session)
+        prompt_turn = PromptTurn(session, client, request, blocks, turn.turn_id)
+        stop: str | None = None
+        error: RequestError | None = None
+        try:
+            with turn.scope:
+                if self.turn_timeout is None:
+                    stop = await self.agent.prompt(prompt_turn)
+                else:
+                    with anyio.fail_after(self.turn_timeout):
+                        stop = await self.agent.prompt(prompt_turn)
+            if stop is not None and stop not in STOP_REASONS:
+                log.error("agent returned an invalid stop reason %r", stop)
+                error, stop = InternalError("The agent ended the turn with an invalid stop reason"), None
+        except TimeoutError:
+            error = TurnTimeout(
+                f"The prompt turn exceeded its {self.turn_timeout:g} s time limit"
+            )
+        except RequestError as exc:
+            error = exc
+        except Exception:
+            log.exception("agent.prompt failed in session %s", session.session_id)
+            error = InternalError("The agent failed while handling the prompt")
+        finally:
+            final = "cancelled" if turn.cancelled else (stop if error is None else None)
+            with anyio.CancelScope(shield=True):
+                if final is not None:
+                    handle.commit(final)
+                    self._persister.push("end", session.session_id, turn.turn_id, final)
+                else:
+                    handle.abandon()
+                    self._persister.push("end", session.session_id, turn.turn_id, "end_turn")
+                try:
+                    await self._persister.sync()
+                finally:
+                    turn.finish(final)
+        if final is None:
+            raise error if error is not None else InternalError("The turn ended without a result")
+        return {"stopReason": final}
+
+    def _cancel_turn(self, session: Session, turn: Turn, reason: CancelReason) -> None:
+        if session.slot.turn is turn:
+            session.slot.cancel()
+        turn.cancel(reason)
+
+    async def _cancel(self, params: Any) -> None:
+        raw = params if isinstance(params, dict) else {}
+        session_id = raw.get("sessionId")
+        if not isinstance(session_id, str):
+            return
+        session = self.sessions.get(session_id)
+        if session is None:
+            return  # unknown or closed: a silent no-op
+        turn = session.slot.cancel()
+        if turn is not None:
+            turn.cancel(CancelReason.SESSION_CANCEL)
+
+    # ------------------------------------------------------------------ extensions
+
+    async def _ext_request(self, method: str, params: Any, ctx: RequestContext) -> Any:
+        if not method.startswith("_"):
+            raise RequestError(f"Method not found: {method[:100]}", code=-32601)
+        return await self.agent.ext_method(method, params)
+
+    async def _ext_notification(self, method: str, params: Any) -> None:
+        if method.startswith("_"):
+            await self.agent.ext_notification(method, params)
+        else:
+            log.debug("ignored unknown notification %r", method[:100])
+
+
+async def serve(
+    agent: Agent,
+    transport: Transport,
+    store: SessionStore | None = None,
+    **options: Any,
+) -> None:
+    """Serve ``agent`` on ``transport`` until EOF (an in-memory store unless given one)."""
+    await AcpServer(agent, store, **options).serve(transport)
+
+
+__all__ = ["AcpServer", "BusyPolicy", "NativeDispatcher", "serve"]

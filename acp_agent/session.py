@@ -1,0 +1,427 @@
+"""Per-ACP-session state: the prompt slot, the active turn, and turn-scoped history.
+
+An ACP *session* is what ``session/new`` creates (a ``sessionId``); it is not the
+per-connection :class:`acp_agent.connection.AgentSession`. This module owns:
+
+* :class:`PromptSlot` — the one-active-prompt rule as a transition table
+  (``idle -> active -> idle``; ``closed`` is terminal), guarded by a compare-and-set
+  on a plain attribute owned by the session (no ``contextvars``);
+* :class:`Turn` — one running prompt turn: its cancel scope and its one
+  authoritative end;
+* :class:`History` / :class:`TurnLog` — the conversation as a stream that can only
+  be mutated through turn-scoped operations, and :func:`sanitize` for streams
+  loaded from storage (and only for those);
+* :class:`Session` — the state above plus the session's cwd, roots, mode and
+  config values.
+
+It does not know JSON-RPC, transports or the store: persistence is reached through
+the small :class:`TurnSink` interface the server layer supplies.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import anyio
+
+from .errors import IllegalTransition, InvalidParams
+
+JSON = dict[str, Any]
+
+STOP_REASONS: Final = frozenset(
+    {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"}
+)
+
+
+class SlotState(enum.Enum):
+    IDLE = "idle"
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+
+class SlotEvent(enum.Enum):
+    START = "start"  # a session/prompt wants the slot
+    END = "end"  # the active turn finished (by any path)
+    CANCEL = "cancel"  # session/cancel or $/cancel_request for the prompt
+    CLOSE = "close"  # session/close, session/delete, shutdown
+
+
+# The whole rule set. A missing (state, event) pair is an IllegalTransition.
+# Events that find the slot in a state where they do nothing map to that state.
+SLOT_TABLE: Final[Mapping[tuple[SlotState, SlotEvent], SlotState]] = {
+    (SlotState.IDLE, SlotEvent.START): SlotState.ACTIVE,
+    (SlotState.IDLE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel with nothing running: no-op
+    (SlotState.IDLE, SlotEvent.CLOSE): SlotState.CLOSED,
+    (SlotState.ACTIVE, SlotEvent.END): SlotState.IDLE,
+    (SlotState.ACTIVE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel clears the slot at once
+    (SlotState.ACTIVE, SlotEvent.CLOSE): SlotState.CLOSED,
+    (SlotState.CLOSED, SlotEvent.CANCEL): SlotState.CLOSED,
+    (SlotState.CLOSED, SlotEvent.CLOSE): SlotState.CLOSED,
+    (SlotState.CLOSED, SlotEvent.END): SlotState.CLOSED,  # a turn unwinding after close
+    # (IDLE, END): a turn that already lost the slot must use end_if_current.
+    # (ACTIVE, START): refused by try_start before the table is consulted.
+    # (CLOSED, START): refused by try_start.
+}
+
+
+def next_state(state: SlotState, event: SlotEvent) -> SlotState:
+    """Look up the table; raise :class:`IllegalTransition` for a pair it does not allow."""
+    try:
+        return SLOT_TABLE[(state, event)]
+    except KeyError:
+        raise IllegalTransition("prompt slot", state.value, event.value) from None
+
+
+class PromptSlot:
+    """Holds the session's active :class:`Turn`, or nothing.
+
+    Every change is a compare-and-set: ``try_start`` only succeeds on an empty slot,
+    ``end_if_current`` only clears the slot if it still holds *that* turn. All of it
+    runs on the event loop thread without awaiting, so each operation is atomic.
+    """
+
+    __slots__ = ("_state", "_turn")
+
+    def __init__(self) -> None:
+        self._state = SlotState.IDLE
+        self._turn: Turn | None = None
+
+    @property
+    def state(self) -> SlotState:
+        return self._state
+
+    @property
+    def turn(self) -> Turn | None:
+        return self._turn
+
+    def try_start(self, turn: Turn) -> bool:
+        """Put ``turn`` in the slot if it is idle. False if busy or closed."""
+        if self._state is not SlotState.IDLE:
+            return False
+        self._state = next_state(self._state, SlotEvent.START)
+        self._turn = turn
+        return True
+
+    def end_if_current(self, turn: Turn) -> bool:
+        """Release the slot if ``turn`` still holds it (compare-and-set)."""
+        if self._turn is not turn:
+            return False
+        self._state = next_state(self._state, SlotEvent.END)
+        self._turn = None
+        return True
+
+    def cancel(self) -> Turn | None:
+        """Clear the slot; return the turn that was active (to be cancelled), if any."""
+        turn = self._turn
+        self._state = next_state(self._state, SlotEvent.CANCEL)
+        self._turn = None
+        return turn
+
+    def close(self) -> Turn | None:
+        """Close the slot for good; return the turn that was active, if any."""
+        turn = self._turn
+        self._state = next_state(self._state, SlotEvent.CLOSE)
+        self._turn = None
+        return turn
+
+
+class CancelReason(enum.Enum):
+    SESSION_CANCEL = "session/cancel"
+    CANCEL_REQUEST = "$/cancel_request"
+    CLOSE = "session/close"
+    SHUTDOWN = "shutdown"
+
+
+class Turn:
+    """One prompt turn. Its end is decided once, by :meth:`finish`.
+
+    ``cancel()`` may come from any code path (``session/cancel``, ``session/close``,
+    ``$/cancel_request``, shutdown); it marks the turn and cancels its scope. Whatever
+    the agent's code then does — raise, return normally, or be interrupted between two
+    updates — :meth:`finish` reports ``cancelled``.
+    """
+
+    __slots__ = ("_finished", "_stop_reason", "cancel_reason", "done", "scope", "turn_id")
+
+    def __init__(self, turn_id: str) -> None:
+        self.turn_id = turn_id
+        self.scope = anyio.CancelScope()
+        self.cancel_reason: CancelReason | None = None
+        self.done = anyio.Event()
+        self._finished = False
+        self._stop_reason: str | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_reason is not None
+
+    def cancel(self, reason: CancelReason) -> None:
+        if self._finished:
+            return
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        self.scope.cancel()
+
+    def finish(self, stop_reason: str | None) -> str | None:
+        """Fix the turn's outcome exactly once; a cancelled turn always says ``cancelled``.
+
+        ``stop_reason`` is what the agent returned, or None when it raised. Returns the
+        stop reason to answer with, or None when the turn ends with an error response.
+        """
+        if self._finished:
+            raise IllegalTransition("turn", "finished", "finish")
+        self._finished = True
+        if self.cancelled:
+            self._stop_reason = "cancelled"
+        else:
+            self._stop_reason = stop_reason
+        self.done.set()
+        return self._stop_reason
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self._stop_reason
+
+
+# --------------------------------------------------------------------------- history
+
+USER_KIND: Final = "user_message_chunk"
+
+
+class TurnSink(Protocol):
+    """Where a turn's events go as they happen (the server connects it to the store)."""
+
+    def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON]) -> None: ...
+
+    def turn_event(self, turn_id: str, update: JSON) -> None: ...
+
+
+@dataclass(slots=True)
+class TurnLog:
+    """One turn of history: the user's prompt chunks first, then every update sent."""
+
+    turn_id: str
+    events: list[JSON]
+    stop_reason: str | None = None
+    interrupted: bool = False
+
+    @property
+    def open(self) -> bool:
+        return self.stop_reason is None and not self.interrupted
+
+
+class TurnHandle:
+    """The short-lived handle through which one turn's events enter history.
+
+    Events are buffered in the turn's log as they are sent; :meth:`commit` closes the
+    turn with its stop reason. After commit the handle refuses further events.
+    """
+
+    __slots__ = ("_history", "_log", "_sink")
+
+    def __init__(self, history: History, log: TurnLog, sink: TurnSink | None) -> None:
+        self._history = history
+        self._log = log
+        self._sink = sink
+
+    @property
+    def turn_id(self) -> str:
+        return self._log.turn_id
+
+    @property
+    def committed(self) -> bool:
+        return not self._log.open
+
+    def record(self, update: JSON) -> None:
+        if not self._log.open:
+            raise IllegalTransition("turn history", "committed", "record")
+        self._log.events.append(update)
+        if self._sink is not None:
+            self._sink.turn_event(self._log.turn_id, update)
+
+    def commit(self, stop_reason: str) -> None:
+        if stop_reason not in STOP_REASONS:
+            raise ValueError(f"not a v1 stop reason: {stop_reason!r}")
+        if not self._log.open:
+            raise IllegalTransition("turn history", "committed", "commit")
+        self._log.stop_reason = stop_reason
+        self._history._closed(self)  # noqa: SLF001 - the handle belongs to its history
+
+    def abandon(self) -> None:
+        """End the turn without a stop reason (it ended with an error response)."""
+        if self._log.open:
+            self._log.interrupted = True
+            self._history._closed(self)  # noqa: SLF001
+
+
+def prompt_to_updates(prompt: Iterable[JSON]) -> list[JSON]:
+    """The user's prompt blocks as ``user_message_chunk`` updates (one per block)."""
+    updates = [{"sessionUpdate": USER_KIND, "content": block} for block in prompt]
+    if not updates:
+        updates.append({"sessionUpdate": USER_KIND, "content": {"type": "text", "text": ""}})
+    return updates
+
+
+class History:
+    """A session's conversation, only mutable through turns.
+
+    Invariants: every turn starts with at least one user chunk; no event lives outside
+    a turn; at most one turn is open at a time (a second ``start_turn`` while one is
+    open is an :class:`IllegalTransition`: the prompt slot prevents it upstream).
+    """
+
+    __slots__ = ("_open", "_sink", "turns")
+
+    def __init__(self, turns: Iterable[TurnLog] = (), sink: TurnSink | None = None) -> None:
+        self.turns: list[TurnLog] = list(turns)
+        self._open: TurnHandle | None = None
+        self._sink = sink
+
+    def start_turn(self, turn_id: str, prompt: Iterable[JSON]) -> TurnHandle:
+        if self._open is not None:
+            raise IllegalTransition("history", "turn open", "start_turn")
+        updates = prompt_to_updates(prompt)
+        log = TurnLog(turn_id, list(updates))
+        self.turns.append(log)
+        handle = TurnHandle(self, log, self._sink)
+        self._open = handle
+        if self._sink is not None:
+            self._sink.turn_started(turn_id, updates)
+        return handle
+
+    def _closed(self, handle: TurnHandle) -> None:
+        if self._open is handle:
+            self._open = None
+
+    @property
+    def current(self) -> TurnHandle | None:
+        return self._open
+
+    def events(self) -> list[JSON]:
+        """Every event of every turn, in order (what ``session/load`` replays)."""
+        return [event for turn in self.turns for event in turn.events]
+
+
+_UNFINISHED: Final = frozenset({"pending", "in_progress"})
+
+
+def sanitize(turns: Iterable[TurnLog]) -> list[TurnLog]:
+    """Repair a history loaded from storage; never used on live history.
+
+    * a turn with no events (nothing was stored after it began) is dropped;
+    * a turn whose first event is not a user chunk gets none added, it is dropped
+      (a stream never starts with an assistant event);
+    * a ``tool_call_update`` for an id never announced in the same session is dropped;
+    * in an interrupted turn, tool calls left ``pending``/``in_progress`` get a final
+      ``tool_call_update`` with status ``failed`` so a replay shows them finished.
+    """
+    clean: list[TurnLog] = []
+    known: set[str] = set()
+    for turn in turns:
+        if not turn.events or turn.events[0].get("sessionUpdate") != USER_KIND:
+            continue
+        events: list[JSON] = []
+        status: dict[str, str] = {}
+        for event in turn.events:
+            kind = event.get("sessionUpdate")
+            if kind == "tool_call":
+                tool_id = str(event.get("toolCallId"))
+                known.add(tool_id)
+                status[tool_id] = str(event.get("status", "pending"))
+            elif kind == "tool_call_update":
+                tool_id = str(event.get("toolCallId"))
+                if tool_id not in known:
+                    continue
+                if "status" in event:
+                    status[tool_id] = str(event["status"])
+            events.append(event)
+        interrupted = turn.interrupted or turn.stop_reason is None
+        if interrupted:
+            for tool_id, state in status.items():
+                if state in _UNFINISHED:
+                    events.append(
+                        {"sessionUpdate": "tool_call_update", "toolCallId": tool_id, "status": "failed"}
+                    )
+        clean.append(TurnLog(turn.turn_id, events, turn.stop_reason, interrupted))
+    return clean
+
+
+# --------------------------------------------------------------------------- session
+
+
+def check_absolute_dir(value: object, what: str) -> str:
+    """Validate one directory path from the client: a non-empty absolute string."""
+    if not isinstance(value, str) or not value:
+        raise InvalidParams(f"{what} must be a non-empty absolute path")
+    if not os.path.isabs(value):
+        raise InvalidParams(f"{what} must be an absolute path, got {value[:200]!r}")
+    return os.path.normpath(value)
+
+
+def check_additional_directories(value: object) -> tuple[str, ...]:
+    """Validate ``additionalDirectories``: reject the request on any bad entry, drop nothing."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise InvalidParams("additionalDirectories must be an array of absolute paths")
+    return tuple(
+        check_absolute_dir(entry, f"additionalDirectories[{i}]") for i, entry in enumerate(value)
+    )
+
+
+@dataclass(eq=False)
+class Session:
+    """One ACP session (a ``sessionId``) live on a connection."""
+
+    session_id: str
+    cwd: str
+    additional_directories: tuple[str, ...] = ()
+    title: str | None = None
+    mode_id: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    mcp_servers: list[Any] = field(default_factory=list)
+    slot: PromptSlot = field(default_factory=PromptSlot)
+    history: History = field(default_factory=History)
+    #: free slot for the agent's own per-session state
+    state: dict[str, Any] = field(default_factory=dict)
+    #: the most recent turn (it may still be unwinding after a cancel)
+    last_turn: Turn | None = None
+    _tool_ids: int = 0
+    _tool_prefix: str = field(default_factory=lambda: secrets.token_hex(3))
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        return (self.cwd, *self.additional_directories)
+
+    @property
+    def closed(self) -> bool:
+        return self.slot.state is SlotState.CLOSED
+
+    @property
+    def active_turn(self) -> Turn | None:
+        return self.slot.turn
+
+    def resolve_path(self, path: str) -> str:
+        """An absolute path: relative ones resolve against the session's cwd."""
+        return os.path.normpath(path if os.path.isabs(path) else os.path.join(self.cwd, path))
+
+    def within_roots(self, path: str) -> bool:
+        real = os.path.realpath(path)
+        for root in self.roots:
+            base = os.path.realpath(root)
+            if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
+                return True
+        return False
+
+    def new_tool_call_id(self) -> str:
+        self._tool_ids += 1
+        return f"call_{self._tool_prefix}_{self._tool_ids}"

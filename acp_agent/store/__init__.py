@@ -1,0 +1,61 @@
+"""Session persistence behind one small interface: SQLite (the default) and in memory.
+
+This package owns where ACP sessions and their turn-by-turn history are kept between
+processes, and how a store is chosen (``open_store``). It knows nothing of JSON-RPC, the
+connection (``AgentSession``) or pydantic: history items are opaque JSON-ready dicts.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+import platformdirs
+
+from acp_agent.store.base import UNSET, SessionRecord, SessionStore, TurnRecord, Unset
+from acp_agent.store.memory import MemorySessionStore
+from acp_agent.store.sqlite import SchemaVersionError, SqliteSessionStore
+
+__all__ = [
+    "DB_ENV_VAR",
+    "UNSET",
+    "MemorySessionStore",
+    "SchemaVersionError",
+    "SessionRecord",
+    "SessionStore",
+    "SqliteSessionStore",
+    "TurnRecord",
+    "Unset",
+    "default_db_path",
+    "open_store",
+]
+
+DB_ENV_VAR: Final = "ACP_AGENT_DB"
+"""Environment variable that overrides the default database location (or says ``memory``)."""
+
+_MEMORY_NAMES: Final = frozenset({":memory:", "memory"})
+
+
+def default_db_path() -> Path:
+    """The SQLite file used when no store is named: ``$ACP_AGENT_DB`` if set, else
+    ``sessions.sqlite3`` in the user's data directory for ``acp-agent``."""
+    override = os.environ.get(DB_ENV_VAR)
+    if override:
+        return Path(override).expanduser()
+    return Path(platformdirs.user_data_dir("acp-agent")) / "sessions.sqlite3"
+
+
+async def open_store(url_or_path: str | None = None) -> SessionStore:
+    """Open the store named by ``url_or_path``.
+
+    ``None`` means ``$ACP_AGENT_DB`` or else the default file (see ``default_db_path``);
+    ``":memory:"`` or ``"memory"`` gives a ``MemorySessionStore``; anything else is the path of
+    a SQLite file (``~`` is expanded and missing parent directories are created).
+    """
+    target = url_or_path
+    if target is None:
+        target = os.environ.get(DB_ENV_VAR) or str(default_db_path())
+    if target in _MEMORY_NAMES:
+        return MemorySessionStore()
+    return await SqliteSessionStore.open(target)

@@ -1,0 +1,499 @@
+"""``SqliteSessionStore``: the durable ``SessionStore`` on one SQLite file (the default).
+
+It owns the schema, its migrations and every SQL statement. It drives the standard library's
+``sqlite3`` without blocking the event loop: the store holds one connection (opened with
+``check_same_thread=False``) and every operation runs in a worker thread
+(``anyio.to_thread.run_sync``), serialised by an ``anyio.Lock``. An operation that has reached
+its thread always runs to completion (cancellation waits for it), so a cancelled caller never
+leaves a transaction half-open.
+
+Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction then
+survives the death of the process (a killed agent loses nothing that a store call returned
+for); only an operating-system crash or power loss can drop the last few commits, never
+corrupt the file. Each call is one transaction (``BEGIN IMMEDIATE`` for writes), and
+``busy_timeout`` lets several agent processes (two editor windows) share one file.
+
+Schema versions live in ``PRAGMA user_version``; ``_MIGRATIONS`` lists the steps, applied in
+order inside one transaction when a store opens. A file newer than this code is refused.
+
+Which turns are open *in this instance* is kept in memory: a turn without a stop reason that
+this instance did not begin is reported ``interrupted``. The store knows nothing of JSON-RPC,
+the connection or pydantic.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from acp_agent.store.base import (
+    UNSET,
+    Clock,
+    SessionRecord,
+    Timestamps,
+    TurnRecord,
+    Unset,
+    check_limit,
+    decode_cursor,
+    dump_json,
+    encode_cursor,
+    load_json,
+    session_exists,
+    session_not_found,
+    turn_not_found,
+    turn_refused,
+)
+
+__all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "SchemaVersionError", "SqliteSessionStore"]
+
+_T = TypeVar("_T")
+
+BUSY_TIMEOUT_MS: Final = 5000
+
+_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    # 0 -> 1: sessions, turns, updates.
+    (
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY NOT NULL,
+            cwd TEXT NOT NULL,
+            additional_directories TEXT NOT NULL DEFAULT '[]',
+            title TEXT,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            mode_id TEXT,
+            config TEXT NOT NULL DEFAULT '{}',
+            meta TEXT NOT NULL DEFAULT '{}'
+        )
+        """,
+        "CREATE INDEX sessions_by_updated ON sessions (updated_at DESC, id DESC)",
+        "CREATE INDEX sessions_by_cwd ON sessions (cwd, updated_at DESC, id DESC)",
+        """
+        CREATE TABLE turns (
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            turn_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            stop_reason TEXT,
+            started_at TEXT NOT NULL,
+            ended_at TEXT,
+            PRIMARY KEY (session_id, turn_id),
+            UNIQUE (session_id, seq)
+        )
+        """,
+        """
+        CREATE TABLE updates (
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session_id, turn_id, idx),
+            FOREIGN KEY (session_id, turn_id)
+                REFERENCES turns (session_id, turn_id) ON DELETE CASCADE
+        )
+        """,
+    ),
+)
+
+SCHEMA_VERSION: Final = len(_MIGRATIONS)
+
+_SESSION_COLUMNS: Final = (
+    "id, cwd, additional_directories, title, created_at, updated_at, mode_id, config, meta"
+)
+
+
+class SchemaVersionError(RuntimeError):
+    """The database file was written by a newer acp-agent (its schema version is unknown)."""
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"schema version {version} is newer than this acp-agent's {SCHEMA_VERSION}"
+            )
+        for step in _MIGRATIONS[version:]:
+            for statement in step:
+                conn.execute(statement)
+        if version != SCHEMA_VERSION:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    path = path.expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _migrate(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _transaction(conn: sqlite3.Connection, fn: Callable[[], _T], *, write: bool) -> _T:
+    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+    try:
+        result = fn()
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _record(row: tuple[Any, ...]) -> SessionRecord:
+    sid, cwd, dirs, title, created_at, updated_at, mode_id, config, meta = row
+    return SessionRecord(
+        session_id=sid,
+        cwd=cwd,
+        additional_directories=tuple(load_json(dirs)),
+        title=title,
+        created_at=created_at,
+        updated_at=updated_at,
+        mode_id=mode_id,
+        config=load_json(config),
+        meta=load_json(meta),
+    )
+
+
+def _text(value: Any) -> str:
+    return dump_json(value).decode()
+
+
+class SqliteSessionStore:
+    """A ``SessionStore`` on one SQLite file; create it with ``await SqliteSessionStore.open``."""
+
+    def __init__(self, path: str | os.PathLike[str], *, clock: Clock | None = None) -> None:
+        """Remember the path; no I/O happens until ``open``/``aopen``."""
+        self.path = Path(path)
+        self._timestamps = Timestamps(clock)
+        self._lock = anyio.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+        self._open_turns: set[tuple[str, str]] = set()
+
+    @classmethod
+    async def open(
+        cls, path: str | os.PathLike[str], *, clock: Clock | None = None
+    ) -> SqliteSessionStore:
+        """Open (creating and migrating as needed) the store at ``path``."""
+        store = cls(path, clock=clock)
+        await store.aopen()
+        return store
+
+    async def aopen(self) -> None:
+        """Connect and migrate. Called once, by ``open``."""
+        async with self._lock:
+            if self._conn is not None or self._closed:
+                raise RuntimeError("a SqliteSessionStore can be opened only once")
+            self._conn = await anyio.to_thread.run_sync(_connect, self.path)
+
+    async def __aenter__(self) -> SqliteSessionStore:
+        if self._conn is None and not self._closed:
+            await self.aopen()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                self._closed = True
+                conn, self._conn = self._conn, None
+                self._open_turns.clear()
+                if conn is not None:
+                    await anyio.to_thread.run_sync(conn.close)
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        async with self._lock:
+            conn = self._conn
+            if conn is None:
+                raise anyio.ClosedResourceError(
+                    "the store is closed" if self._closed else "the store was never opened"
+                )
+            return await anyio.to_thread.run_sync(fn, conn)
+
+    # --- sessions ------------------------------------------------------------------------
+
+    async def create(self, record: SessionRecord) -> SessionRecord:
+        dirs = _text(list(record.additional_directories))
+        config = _text(dict(record.config))
+        meta = _text(dict(record.meta))
+
+        def run(conn: sqlite3.Connection) -> SessionRecord:
+            def body() -> SessionRecord:
+                if conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = ?", (record.session_id,)
+                ).fetchone():
+                    raise session_exists(record.session_id)
+                now = self._timestamps.now()
+                row = (
+                    record.session_id,
+                    record.cwd,
+                    dirs,
+                    record.title,
+                    record.created_at or now,
+                    record.updated_at or now,
+                    record.mode_id,
+                    config,
+                    meta,
+                )
+                conn.execute(
+                    f"INSERT INTO sessions ({_SESSION_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row
+                )
+                return _record(row)
+
+            return _transaction(conn, body, write=True)
+
+        return await self._run(run)
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        def run(conn: sqlite3.Connection) -> SessionRecord | None:
+            row = conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            return None if row is None else _record(row)
+
+        return await self._run(run)
+
+    async def update(
+        self,
+        session_id: str,
+        *,
+        title: str | Unset | None = UNSET,
+        mode_id: str | Unset | None = UNSET,
+        config: Mapping[str, Any] | Unset = UNSET,
+        meta: Mapping[str, Any] | Unset = UNSET,
+        cwd: str | Unset = UNSET,
+        additional_directories: Sequence[str] | Unset = UNSET,
+    ) -> SessionRecord:
+        changes: dict[str, Any] = {}
+        if not isinstance(title, Unset):
+            changes["title"] = title
+        if not isinstance(mode_id, Unset):
+            changes["mode_id"] = mode_id
+        if not isinstance(config, Unset):
+            changes["config"] = _text(dict(config))
+        if not isinstance(meta, Unset):
+            changes["meta"] = _text(dict(meta))
+        if not isinstance(cwd, Unset):
+            changes["cwd"] = cwd
+        if not isinstance(additional_directories, Unset):
+            changes["additional_directories"] = _text(list(additional_directories))
+
+        def run(conn: sqlite3.Connection) -> SessionRecord:
+            def body() -> SessionRecord:
+                if changes:
+                    assignments = ", ".join(f"{column} = ?" for column in changes)
+                    cursor = conn.execute(
+                        f"UPDATE sessions SET {assignments}, updated_at = ? WHERE id = ?",
+                        (*changes.values(), self._timestamps.now(), session_id),
+                    )
+                    if cursor.rowcount == 0:
+                        raise session_not_found(session_id)
+                row = conn.execute(
+                    f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+                ).fetchone()
+                if row is None:
+                    raise session_not_found(session_id)
+                return _record(row)
+
+            return _transaction(conn, body, write=bool(changes))
+
+        return await self._run(run)
+
+    async def list(
+        self, *, cwd: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> tuple[builtins.list[SessionRecord], str | None]:
+        check_limit(limit)
+        conditions: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        if cwd is not None:
+            conditions.append("cwd = ?")
+            params.append(cwd)
+        if cursor is not None:
+            conditions.append("(updated_at, id) < (?, ?)")
+            params.extend(decode_cursor(cursor))
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+        query = (
+            f"SELECT {_SESSION_COLUMNS} FROM sessions {where} "
+            "ORDER BY updated_at DESC, id DESC LIMIT ?"
+        )
+        params.append(limit + 1)
+
+        def run(conn: sqlite3.Connection) -> builtins.list[SessionRecord]:
+            return [_record(row) for row in conn.execute(query, params)]
+
+        rows = await self._run(run)
+        page = rows[:limit]
+        more = len(rows) > limit
+        next_cursor = encode_cursor(page[-1].updated_at, page[-1].session_id) if more else None
+        return page, next_cursor
+
+    async def delete(self, session_id: str) -> bool:
+        def run(conn: sqlite3.Connection) -> bool:
+            deleted = _transaction(
+                conn,
+                lambda: conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount,
+                write=True,
+            )
+            self._open_turns = {key for key in self._open_turns if key[0] != session_id}
+            return bool(deleted)
+
+        return await self._run(run)
+
+    # --- turns ---------------------------------------------------------------------------
+
+    def _check_turn(
+        self, conn: sqlite3.Connection, session_id: str, turn_id: str, event: str
+    ) -> None:
+        row = conn.execute(
+            "SELECT stop_reason FROM turns WHERE session_id = ? AND turn_id = ?",
+            (session_id, turn_id),
+        ).fetchone()
+        if row is None:
+            if not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
+                raise session_not_found(session_id)
+            raise turn_not_found(session_id, turn_id)
+        if row[0] is not None:
+            raise turn_refused(turn_id, "ended", event)
+
+    def _touch(self, conn: sqlite3.Connection, session_id: str, now: str) -> None:
+        conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+
+    async def begin_turn(
+        self, session_id: str, turn_id: str, prompt_updates: Sequence[dict[str, Any]]
+    ) -> None:
+        bodies = [(session_id, turn_id, i, _text(u)) for i, u in enumerate(prompt_updates)]
+
+        def run(conn: sqlite3.Connection) -> None:
+            def body() -> None:
+                if not conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
+                ).fetchone():
+                    raise session_not_found(session_id)
+                row = conn.execute(
+                    "SELECT stop_reason FROM turns WHERE session_id = ? AND turn_id = ?",
+                    (session_id, turn_id),
+                ).fetchone()
+                if row is not None:
+                    raise turn_refused(
+                        turn_id, "running" if row[0] is None else "ended", "begin_turn"
+                    )
+                now = self._timestamps.now()
+                conn.execute(
+                    "INSERT INTO turns (session_id, turn_id, seq, started_at) VALUES (?, ?, "
+                    "(SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?), ?)",
+                    (session_id, turn_id, session_id, now),
+                )
+                conn.executemany(
+                    "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
+                    bodies,
+                )
+                self._touch(conn, session_id, now)
+
+            _transaction(conn, body, write=True)
+            self._open_turns.add((session_id, turn_id))
+
+        await self._run(run)
+
+    async def append_updates(
+        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any]]
+    ) -> None:
+        bodies = [_text(u) for u in updates]
+
+        def run(conn: sqlite3.Connection) -> None:
+            def body() -> None:
+                self._check_turn(conn, session_id, turn_id, "append_updates")
+                if not bodies:
+                    return
+                start = conn.execute(
+                    "SELECT COALESCE(MAX(idx) + 1, 0) FROM updates "
+                    "WHERE session_id = ? AND turn_id = ?",
+                    (session_id, turn_id),
+                ).fetchone()[0]
+                conn.executemany(
+                    "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
+                    [(session_id, turn_id, start + i, b) for i, b in enumerate(bodies)],
+                )
+                self._touch(conn, session_id, self._timestamps.now())
+
+            _transaction(conn, body, write=True)
+
+        await self._run(run)
+
+    async def end_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            def body() -> None:
+                self._check_turn(conn, session_id, turn_id, "end_turn")
+                now = self._timestamps.now()
+                conn.execute(
+                    "UPDATE turns SET stop_reason = ?, ended_at = ? "
+                    "WHERE session_id = ? AND turn_id = ?",
+                    (stop_reason, now, session_id, turn_id),
+                )
+                self._touch(conn, session_id, now)
+
+            _transaction(conn, body, write=True)
+            self._open_turns.discard((session_id, turn_id))
+
+        await self._run(run)
+
+    async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
+        def run(conn: sqlite3.Connection) -> builtins.list[TurnRecord]:
+            def body() -> builtins.list[TurnRecord]:
+                if not conn.execute(
+                    "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
+                ).fetchone():
+                    raise session_not_found(session_id)
+                turns = conn.execute(
+                    "SELECT turn_id, seq, stop_reason FROM turns WHERE session_id = ? ORDER BY seq",
+                    (session_id,),
+                ).fetchall()
+                bodies: dict[str, builtins.list[Any]] = {t[0]: [] for t in turns}
+                for turn_id, text in conn.execute(
+                    "SELECT turn_id, body FROM updates WHERE session_id = ? ORDER BY turn_id, idx",
+                    (session_id,),
+                ):
+                    bodies[turn_id].append(load_json(text))
+                return [
+                    TurnRecord(
+                        turn_id=turn_id,
+                        seq=seq,
+                        updates=tuple(bodies[turn_id]),
+                        stop_reason=stop_reason,
+                        interrupted=stop_reason is None
+                        and (session_id, turn_id) not in self._open_turns,
+                    )
+                    for turn_id, seq, stop_reason in turns
+                ]
+
+            return _transaction(conn, body, write=False)
+
+        return await self._run(run)

@@ -1,0 +1,56 @@
+"""A second agent process for test_sqlite.py: drives a SqliteSessionStore on a shared file.
+
+Run as ``python _child.py MODE DB N``. Modes:
+
+- ``share``: create session ``child``, print ``ready``, append N updates (while the parent
+  writes too), end the turn, print ``written``, wait for a line on stdin, then print the parent's
+  history as JSON.
+- ``crash``: create session ``crash``, begin a turn, append N updates, print ``ready`` and wait
+  to be killed.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+import anyio.to_thread
+import orjson
+
+from acp_agent.store import SessionRecord, SqliteSessionStore
+
+
+async def share(db: str, n: int) -> None:
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("child", cwd="/child"))
+        await store.begin_turn("child", "t0", [{"who": "child", "prompt": True}])
+        print("ready", flush=True)
+        for i in range(n):
+            await store.append_updates("child", "t0", [{"who": "child", "i": i}])
+        await store.end_turn("child", "t0", "end_turn")
+        print("written", flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.readline)
+        history = await store.load_history("parent")
+        records, _ = await store.list(limit=10)
+        result = {
+            "sessions": sorted(r.session_id for r in records),
+            "turns": [[t.updates, t.stop_reason, t.interrupted] for t in history],
+        }
+        print(orjson.dumps(result).decode(), flush=True)
+
+
+async def crash(db: str, n: int) -> None:
+    store = await SqliteSessionStore.open(db)
+    await store.create(SessionRecord("crash", cwd="/crash", title="dies mid-turn"))
+    await store.begin_turn("crash", "t0", [{"sessionUpdate": "user_message_chunk", "n": -1}])
+    for i in range(0, n, 10):
+        await store.append_updates(
+            "crash", "t0", [{"i": j, "text": "ü" * j} for j in range(i, i + 10)]
+        )
+    print("ready", flush=True)
+    await anyio.sleep_forever()
+
+
+if __name__ == "__main__":
+    mode, db, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    anyio.run({"share": share, "crash": crash}[mode], db, count)

@@ -1,0 +1,250 @@
+"""What only the SQLite store promises: persistence, migrations, WAL, sharing, crash safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, closing
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from acp_agent.store import SchemaVersionError, SessionRecord, SqliteSessionStore, TurnRecord
+from acp_agent.store.sqlite import SCHEMA_VERSION
+
+pytestmark = pytest.mark.anyio
+
+CHILD = Path(__file__).with_name("_child.py")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def raw(path: Path, sql: str) -> list[tuple[Any, ...]]:
+    """Run one statement on a separate plain connection (closed at once)."""
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(sql).fetchall()
+
+
+async def test_everything_survives_a_reopen_and_an_open_turn_is_interrupted(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.sqlite3"
+    record = SessionRecord(
+        "s", cwd="/w", additional_directories=("/x",), title="t", mode_id="m", config={"a": 1}
+    )
+    async with await SqliteSessionStore.open(db) as first:
+        await first.create(record)
+        await first.begin_turn("s", "done", [{"p": 0}])
+        await first.end_turn("s", "done", "end_turn")
+        await first.begin_turn("s", "open", [{"p": 1}])
+        await first.append_updates("s", "open", [{"u": i} for i in range(5)])
+        await first.append_updates("s", "open", [{"u": 5}])
+        assert [t.interrupted for t in await first.load_history("s")] == [False, False]
+        final = await first.get("s")
+
+        # A second instance on the same file does not have the turn open.
+        async with await SqliteSessionStore.open(db) as other:
+            assert [t.interrupted for t in await other.load_history("s")] == [False, True]
+
+    async with await SqliteSessionStore.open(db) as second:
+        assert await second.get("s") == final
+        assert await second.load_history("s") == [
+            TurnRecord("done", 0, ({"p": 0},), "end_turn", False),
+            TurnRecord("open", 1, ({"p": 1}, *({"u": i} for i in range(6))), None, True),
+        ]
+        # An interrupted turn can still be closed, and then it is no longer interrupted.
+        await second.end_turn("s", "open", "cancelled")
+        await second.begin_turn("s", "next", [])
+        history = await second.load_history("s")
+        assert [(t.turn_id, t.seq, t.stop_reason, t.interrupted) for t in history] == [
+            ("done", 0, "end_turn", False),
+            ("open", 1, "cancelled", False),
+            ("next", 2, None, False),
+        ]
+
+
+async def test_updated_at_survives_a_reopen(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as first:
+        await first.create(SessionRecord("s", cwd="/"))
+        await first.begin_turn("s", "t", [])
+        before = await first.get("s")
+    async with await SqliteSessionStore.open(db) as second:
+        assert await second.get("s") == before
+
+
+async def test_an_empty_file_is_migrated_and_reopening_is_idempotent(tmp_path: Path) -> None:
+    db = tmp_path / "v0.sqlite3"
+    db.touch()
+    assert raw(db, "PRAGMA user_version") == [(0,)]
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+    schema = raw(db, "SELECT type, name, sql FROM sqlite_master ORDER BY name")
+    assert raw(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert {"sessions", "turns", "updates", "sessions_by_cwd", "sessions_by_updated"} <= {
+        name for _, name, _ in schema
+    }
+    for _ in range(2):
+        async with await SqliteSessionStore.open(db) as store:
+            assert (await store.get("s")) is not None
+        assert raw(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        assert raw(db, "SELECT type, name, sql FROM sqlite_master ORDER BY name") == schema
+
+
+async def test_a_v0_database_with_foreign_tables_is_migrated(tmp_path: Path) -> None:
+    db = tmp_path / "other.sqlite3"
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("CREATE TABLE unrelated (x)")
+        conn.commit()
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+    assert raw(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert raw(db, "SELECT count(*) FROM unrelated") == [(0,)]
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "future.sqlite3"
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(SchemaVersionError, match="newer"):
+        await SqliteSessionStore.open(db)
+
+
+async def test_wal_mode_foreign_keys_and_parents(tmp_path: Path) -> None:
+    db = tmp_path / "a" / "b" / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        assert raw(db, "PRAGMA journal_mode") == [("wal",)]
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.begin_turn("s", "t", [{"a": 1}, {"b": 2}])
+        assert raw(db, "SELECT count(*) FROM updates") == [(2,)]
+        assert await store.delete("s") is True
+        # ON DELETE CASCADE removed the turn and its updates, not just the session row.
+        assert raw(db, "SELECT count(*) FROM turns") == [(0,)]
+        assert raw(db, "SELECT count(*) FROM updates") == [(0,)]
+
+
+async def test_the_list_queries_use_the_indexes(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db):
+        pass
+    page = "(updated_at, id) < ('2025', 's')"
+    for where, index in [
+        ("", "sessions_by_updated"),
+        (f"WHERE {page} ", "sessions_by_updated"),
+        ("WHERE cwd = '/x' ", "sessions_by_cwd"),
+        (f"WHERE cwd = '/x' AND {page} ", "sessions_by_cwd"),
+    ]:
+        plan = raw(
+            db,
+            f"EXPLAIN QUERY PLAN SELECT * FROM sessions {where}"
+            "ORDER BY updated_at DESC, id DESC LIMIT 3",
+        )
+        details = " ".join(str(row[-1]) for row in plan)
+        assert index in details
+        assert "TEMP B-TREE" not in details
+    plan = raw(
+        db,
+        "EXPLAIN QUERY PLAN SELECT body FROM updates WHERE session_id = 's' ORDER BY turn_id, idx",
+    )
+    assert "TEMP B-TREE" not in " ".join(str(row[-1]) for row in plan)
+
+
+async def test_open_is_required_and_happens_once(tmp_path: Path) -> None:
+    store = SqliteSessionStore(tmp_path / "s.sqlite3")
+    assert not (tmp_path / "s.sqlite3").exists()  # no I/O in __init__
+    with pytest.raises(anyio.ClosedResourceError, match="never opened"):
+        await store.get("s")
+    await store.aopen()
+    try:
+        with pytest.raises(RuntimeError, match="once"):
+            await store.aopen()
+    finally:
+        await store.aclose()
+
+
+@asynccontextmanager
+async def child(
+    mode: str, db: Path, n: int
+) -> AsyncIterator[tuple[Process, BufferedByteReceiveStream]]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    process = await anyio.open_process(
+        [sys.executable, str(CHILD), mode, str(db), str(n)], env=env, cwd=str(REPO)
+    )
+    try:
+        assert process.stdout is not None
+        yield process, BufferedByteReceiveStream(process.stdout)
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.aclose()
+
+
+async def readline(stream: BufferedByteReceiveStream) -> bytes:
+    return await stream.receive_until(b"\n", 1 << 20)
+
+
+async def test_two_processes_share_one_file(tmp_path: Path) -> None:
+    db = tmp_path / "shared.sqlite3"
+    n = 200
+    with anyio.fail_after(50):
+        async with await SqliteSessionStore.open(db) as store:
+            await store.create(SessionRecord("parent", cwd="/parent"))
+            await store.begin_turn("parent", "t0", [{"who": "parent", "prompt": True}])
+            async with child("share", db, n) as (process, out):
+                assert await readline(out) == b"ready"
+                for i in range(n):  # while the child appends too
+                    await store.append_updates("parent", "t0", [{"who": "parent", "i": i}])
+                await store.end_turn("parent", "t0", "end_turn")
+                assert await readline(out) == b"written"
+                assert process.stdin is not None
+                await process.stdin.send(b"go\n")
+                seen_by_child = orjson.loads(await readline(out))
+                assert await process.wait() == 0
+
+            assert seen_by_child["sessions"] == ["child", "parent"]
+            parent_updates = [{"who": "parent", "prompt": True}] + [
+                {"who": "parent", "i": i} for i in range(n)
+            ]
+            assert seen_by_child["turns"] == [[parent_updates, "end_turn", False]]
+
+            [turn] = await store.load_history("child")
+            assert turn.updates == (
+                {"who": "child", "prompt": True},
+                *({"who": "child", "i": i} for i in range(n)),
+            )
+            assert (turn.stop_reason, turn.interrupted) == ("end_turn", False)
+            records, _ = await store.list()
+            assert [r.session_id for r in records] in (["child", "parent"], ["parent", "child"])
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+async def test_a_killed_process_loses_nothing_it_appended(tmp_path: Path) -> None:
+    db = tmp_path / "crash.sqlite3"
+    n = 100
+    with anyio.fail_after(50):
+        async with child("crash", db, n) as (process, out):
+            assert await readline(out) == b"ready"
+            os.kill(process.pid, signal.SIGKILL)
+            assert await process.wait() == -signal.SIGKILL
+
+    async with await SqliteSessionStore.open(db) as store:
+        record = await store.get("crash")
+        assert record is not None
+        assert record.title == "dies mid-turn"
+        [turn] = await store.load_history("crash")
+        assert turn.updates == (
+            {"sessionUpdate": "user_message_chunk", "n": -1},
+            *({"i": j, "text": "ü" * j} for j in range(n)),
+        )
+        assert turn.stop_reason is None
+        assert turn.interrupted is True
