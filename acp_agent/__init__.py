@@ -54,7 +54,37 @@ _EXPORTS: dict[str, str] = {
     "SqliteSessionStore": "acp_agent.store",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "ALLOW_ONCE",
+    "REJECT_ONCE",
+    "AcpServer",
+    "Agent",
+    "AgentSession",
+    "ClientCapabilities",
+    "Command",
+    "ConfigOption",
+    "MemorySessionStore",
+    "Mode",
+    "PermissionOption",
+    "PermissionOutcome",
+    "PromptTurn",
+    "Session",
+    "SessionClient",
+    "SqliteSessionStore",
+    "StdioTransport",
+    "StopReason",
+    "Terminal",
+    "ToolCall",
+    "__version__",
+    "diff_content",
+    "memory_pair",
+    "open_store",
+    "run_agent",
+    "serve",
+    "serve_stdio",
+    "terminal_content",
+    "text_content",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -116,9 +116,7 @@ class PromptTurn:
     @property
     def text(self) -> str:
         """The text of the prompt's text blocks, joined with newlines."""
-        return "\n".join(
-            str(b.get("text", "")) for b in self.blocks if b.get("type") == "text"
-        )
+        return "\n".join(str(b.get("text", "")) for b in self.blocks if b.get("type") == "text")
 
 
 class Agent:

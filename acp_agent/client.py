@@ -19,7 +19,7 @@ interface, which :class:`acp_agent.connection.AgentSession` implements.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
@@ -325,10 +325,14 @@ class SessionClient:
             "session/update", {"sessionId": self.session.session_id, "update": update}
         )
 
-    async def message(self, content: str | Mapping[str, Any], message_id: str | None = None) -> None:
+    async def message(
+        self, content: str | Mapping[str, Any], message_id: str | None = None
+    ) -> None:
         await self._chunk("agent_message_chunk", content, message_id)
 
-    async def thought(self, content: str | Mapping[str, Any], message_id: str | None = None) -> None:
+    async def thought(
+        self, content: str | Mapping[str, Any], message_id: str | None = None
+    ) -> None:
         await self._chunk("agent_thought_chunk", content, message_id)
 
     async def user_message(
@@ -497,14 +501,10 @@ class SessionClient:
             # turn still tells the client, without hanging on a vanished one.
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 if not finished:
-                    try:
+                    with suppress(Exception):
                         await term.kill()
-                    except Exception:  # noqa: BLE001 - kill is best effort on the way out
-                        pass
-                try:
+                with suppress(Exception):
                     await term.release()
-                except Exception:  # noqa: BLE001 - best effort; the id is invalid anyway
-                    pass
 
     # -- elicitation ----------------------------------------------------------
 
@@ -545,4 +545,3 @@ class SessionClient:
         if not self.capabilities.elicitation_url:
             raise CapabilityError("elicitation/complete", "elicitation.url")
         await self.outbound.notify("elicitation/complete", {"elicitationId": elicitation_id})
-

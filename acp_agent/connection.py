@@ -48,6 +48,7 @@ from .errors import (
     RequestError,
 )
 from .jsonrpc import (
+    MISSING,
     ErrorResponse,
     Invalid,
     LineBuffer,
@@ -227,7 +228,9 @@ class AgentSession:
         if isinstance(item, OversizedLine):
             log.error("discarded an input line: %s", item)
             self._enqueue(
-                encode_error(None, LINE_TOO_LONG, f"Message exceeds the {self._max_line}-byte line limit")
+                encode_error(
+                    None, LINE_TOO_LONG, f"Message exceeds the {self._max_line}-byte line limit"
+                )
             )
             return
         for msg in decode(item):
@@ -287,7 +290,9 @@ class AgentSession:
                 log.exception("result for request %r is not JSON-serialisable", request_id)
                 frame = encode_error(request_id, INTERNAL_ERROR, "Internal error")
         else:
-            frame = encode_error(request_id, value["code"], value["message"], value.get("data"))
+            frame = encode_error(
+                request_id, value["code"], value["message"], value.get("data", MISSING)
+            )
         self._enqueue(frame)
 
     async def _run_notification(self, note: Notification) -> None:

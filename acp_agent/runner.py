@@ -83,9 +83,7 @@ def run_agent(agent: Agent, *, backend: Backend = "asyncio", **options: Any) -> 
     """Serve ``agent`` over this process's stdin/stdout; returns the exit code (0)."""
     reservation = reserve_stdout()
     try:
-        anyio.run(
-            lambda: serve_stdio(agent, write_fd=reservation.fd, **options), backend=backend
-        )
+        anyio.run(lambda: serve_stdio(agent, write_fd=reservation.fd, **options), backend=backend)
     finally:
         reservation.restore()
     return 0

@@ -361,7 +361,7 @@ class AcpServer:
         for i, block in enumerate(blocks):
             kind = block.get("type") if isinstance(block, dict) else None
             cap = _GATED_BLOCKS.get(kind) if isinstance(kind, str) else None
-            if cap is not None and not caps.get(cap, False):  # type: ignore[misc]
+            if cap is not None and not caps.get(cap, False):
                 raise InvalidParams(
                     f"prompt[{i}] is an {kind} block, but the agent did not advertise "
                     f"promptCapabilities.{cap}"
@@ -719,11 +719,12 @@ class AcpServer:
                         stop = await self.agent.prompt(prompt_turn)
             if stop is not None and stop not in STOP_REASONS:
                 log.error("agent returned an invalid stop reason %r", stop)
-                error, stop = InternalError("The agent ended the turn with an invalid stop reason"), None
+                error, stop = (
+                    InternalError("The agent ended the turn with an invalid stop reason"),
+                    None,
+                )
         except TimeoutError:
-            error = TurnTimeout(
-                f"The prompt turn exceeded its {self.turn_timeout:g} s time limit"
-            )
+            error = TurnTimeout(f"The prompt turn exceeded its {self.turn_timeout:g} s time limit")
         except RequestError as exc:
             error = exc
         except Exception:

@@ -254,13 +254,13 @@ class TurnHandle:
         if not self._log.open:
             raise IllegalTransition("turn history", "committed", "commit")
         self._log.stop_reason = stop_reason
-        self._history._closed(self)  # noqa: SLF001 - the handle belongs to its history
+        self._history._closed(self)
 
     def abandon(self) -> None:
         """End the turn without a stop reason (it ended with an error response)."""
         if self._log.open:
             self._log.interrupted = True
-            self._history._closed(self)  # noqa: SLF001
+            self._history._closed(self)
 
 
 def prompt_to_updates(prompt: Iterable[JSON]) -> list[JSON]:
@@ -349,7 +349,11 @@ def sanitize(turns: Iterable[TurnLog]) -> list[TurnLog]:
             for tool_id, state in status.items():
                 if state in _UNFINISHED:
                     events.append(
-                        {"sessionUpdate": "tool_call_update", "toolCallId": tool_id, "status": "failed"}
+                        {
+                            "sessionUpdate": "tool_call_update",
+                            "toolCallId": tool_id,
+                            "status": "failed",
+                        }
                     )
         clean.append(TurnLog(turn.turn_id, events, turn.stop_reason, interrupted))
     return clean
