@@ -1,0 +1,59 @@
+"""Layer 1: sans-IO JSON-RPC 2.0 over newline-delimited JSON.
+
+This package owns the protocol core with no I/O: line framing with a length cap
+(``framing``), the message types and classification rules (``messages``),
+orjson encode/decode (``codec``) and id allocation with pending bookkeeping
+(``pending``). Feed it bytes, get messages; give it messages, get bytes.
+
+It deliberately imports no anyio, no pydantic and nothing of ACP: reading and
+writing, waiting for responses and method semantics live in higher layers.
+"""
+
+from __future__ import annotations
+
+from .codec import (
+    MISSING,
+    Default,
+    decode,
+    encode,
+    encode_error,
+    encode_notification,
+    encode_request,
+    encode_result,
+)
+from .framing import DEFAULT_MAX_LINE, LineBuffer
+from .messages import (
+    ErrorResponse,
+    Invalid,
+    Message,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    classify,
+    is_request_id,
+)
+from .pending import PendingCalls
+
+__all__ = [
+    "DEFAULT_MAX_LINE",
+    "MISSING",
+    "Default",
+    "ErrorResponse",
+    "Invalid",
+    "LineBuffer",
+    "Message",
+    "Notification",
+    "PendingCalls",
+    "Request",
+    "RequestId",
+    "Response",
+    "classify",
+    "decode",
+    "encode",
+    "encode_error",
+    "encode_notification",
+    "encode_request",
+    "encode_result",
+    "is_request_id",
+]

@@ -1,0 +1,128 @@
+"""JSON text <-> JSON-RPC messages, with orjson.
+
+This module owns turning one framed line into messages (:func:`decode`) and
+messages into newline-terminated frames (the ``encode_*`` functions). It never
+raises on peer input: unreadable bytes become ``Invalid`` values to answer.
+
+It deliberately knows nothing of framing (see ``framing``), of which messages
+are expected (see ``pending``) or of ACP. Values the caller passes are encoded
+as they are; a ``default`` hook lets a higher layer encode its own types (for
+example pydantic models) without this module importing them.
+
+Batches: JSON-RPC 2.0 batches are accepted on input and each element is handled
+and answered on its own line (no batch response array is ever written). ACP
+peers do not send batches; this keeps one reply path for every message.
+
+Non-finite floats: orjson writes ``NaN`` and ``Infinity`` as ``null`` (JSON has
+no spelling for them) and rejects them on input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+import orjson
+
+from acp_agent.errors import INVALID_REQUEST, PARSE_ERROR
+
+from .messages import Invalid, Message, RequestId, classify
+
+__all__ = [
+    "MISSING",
+    "Default",
+    "decode",
+    "encode",
+    "encode_error",
+    "encode_notification",
+    "encode_request",
+    "encode_result",
+]
+
+Default = Callable[[Any], Any]
+"""A hook called for values orjson cannot encode natively; returns something it can."""
+
+_OPTIONS: Final = orjson.OPT_APPEND_NEWLINE
+
+
+class _Missing:
+    """The type of :data:`MISSING`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final = _Missing()
+"""Marks an argument that was not given (``None`` would mean JSON ``null``)."""
+
+_PARSE_ERROR: Final = Invalid(None, PARSE_ERROR, "Parse error")
+_EMPTY_BATCH: Final = Invalid(None, INVALID_REQUEST, "Invalid request: empty batch")
+
+
+def decode(line: bytes) -> list[Message | Invalid]:
+    """Decode one line into the messages it holds (several only for a batch).
+
+    Invalid JSON or UTF-8 gives ``[Invalid(None, -32700, "Parse error")]``; an
+    empty batch or a value that is not an object gives a ``-32600`` ``Invalid``.
+    """
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return [_PARSE_ERROR]
+    if isinstance(obj, list):
+        if not obj:
+            return [_EMPTY_BATCH]
+        return [classify(item) for item in obj]
+    return [classify(obj)]
+
+
+def encode(obj: Any, *, default: Default | None = None) -> bytes:
+    """Encode any JSON value as one frame (with its trailing ``b"\\n"``).
+
+    Raises ``TypeError`` naming the problem when ``obj`` holds a value that
+    neither orjson nor ``default`` can encode.
+    """
+    try:
+        return orjson.dumps(obj, default=default, option=_OPTIONS)
+    except orjson.JSONEncodeError as exc:
+        raise TypeError(f"cannot encode a JSON-RPC frame: {exc}") from exc
+
+
+def encode_request(
+    id: int | str, method: str, params: Any = None, *, default: Default | None = None
+) -> bytes:
+    """A request frame; ``params`` is left out when ``None``."""
+    if params is None:
+        return encode({"jsonrpc": "2.0", "id": id, "method": method}, default=default)
+    return encode({"jsonrpc": "2.0", "id": id, "method": method, "params": params}, default=default)
+
+
+def encode_notification(
+    method: str, params: Any = None, *, default: Default | None = None
+) -> bytes:
+    """A notification frame; ``params`` is left out when ``None``."""
+    if params is None:
+        return encode({"jsonrpc": "2.0", "method": method}, default=default)
+    return encode({"jsonrpc": "2.0", "method": method, "params": params}, default=default)
+
+
+def encode_result(id: RequestId, result: Any, *, default: Default | None = None) -> bytes:
+    """A success response frame (``result`` is always written, ``null`` included)."""
+    return encode({"jsonrpc": "2.0", "id": id, "result": result}, default=default)
+
+
+def encode_error(
+    id: RequestId,
+    code: int,
+    message: str,
+    data: Any = MISSING,
+    *,
+    default: Default | None = None,
+) -> bytes:
+    """An error response frame; ``data`` is written only when given (``None`` as ``null``)."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not MISSING:
+        error["data"] = data
+    return encode({"jsonrpc": "2.0", "id": id, "error": error}, default=default)
