@@ -34,7 +34,7 @@ else:  # pragma: no cover - Python 3.10
     from typing_extensions import NotRequired, TypedDict
 
 if TYPE_CHECKING:
-    from .protocol import ContentBlock, InitializeRequest, PromptRequest
+    from .protocol import ContentBlock, PromptRequest
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
@@ -96,6 +96,17 @@ class PromptCapabilities(TypedDict, total=False):
     embeddedContext: bool
 
 
+@dataclass(frozen=True, slots=True)
+class InitializeParams:
+    """What the client sent in ``initialize`` (read without pydantic: it is on the
+    start-up path, and every field but the version is optional)."""
+
+    protocol_version: int
+    capabilities: ClientCapabilities
+    client_info: Mapping[str, Any] | None = None
+    meta: Mapping[str, Any] | None = None
+
+
 @dataclass(slots=True)
 class PromptTurn:
     """What :meth:`Agent.prompt` receives for one turn."""
@@ -135,9 +146,7 @@ class Agent:
 
     # -- connection-level -----------------------------------------------------
 
-    async def initialize(
-        self, request: InitializeRequest, capabilities: ClientCapabilities
-    ) -> None:
+    async def initialize(self, params: InitializeParams) -> None:
         """Called for every ``initialize`` (a client may send it again)."""
 
     def auth_methods(self, capabilities: ClientCapabilities) -> Sequence[AuthMethod]:

@@ -20,7 +20,7 @@ import anyio
 
 from .agent import Agent
 from .server import AcpServer, BusyPolicy
-from .store import SessionStore, open_store
+from .store import LazyStore, SessionStore, open_store
 from .transport import StdioTransport, reserve_stdout
 
 log = logging.getLogger("acp_agent.runner")
@@ -50,7 +50,9 @@ async def serve_stdio(
 ) -> None:
     """Serve ``agent`` on the given descriptors until EOF or SIGTERM."""
     opened = store if store is not None and not isinstance(store, str) else None
-    the_store = opened if opened is not None else await open_store(store)  # type: ignore[arg-type]
+    name = store if isinstance(store, str) else None
+    # The store opens on first use: not on the path to the initialize response.
+    the_store: SessionStore = opened if opened is not None else LazyStore(lambda: open_store(name))
     transport = StdioTransport(read_fd, write_fd)
     server = AcpServer(
         agent,

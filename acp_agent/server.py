@@ -31,9 +31,10 @@ from datetime import datetime, timezone
 from typing import Any, Final, Literal
 
 import anyio
+import anyio.to_thread
 import anyio.abc
 
-from .agent import Agent, ConfigOption, PromptTurn
+from .agent import Agent, ConfigOption, InitializeParams, PromptTurn
 from .client import ClientCapabilities, SessionClient
 from .connection import AgentSession, Dispatcher, MethodTable, NativeDispatcher, RequestContext
 from .errors import (
@@ -112,6 +113,13 @@ def _mcp_servers(params: JSON, agent: Agent) -> list[Any]:
 
 
 _GATED_BLOCKS: Final = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
+
+
+def _build_models() -> None:
+    from .protocol import PromptRequest
+    from .protocol.wire import from_wire
+
+    from_wire(PromptRequest, {"sessionId": "warm-up", "prompt": [{"type": "text", "text": ""}]})
 
 
 class _Persister:
@@ -217,6 +225,7 @@ class AcpServer:
         self._waiting: dict[str, deque[anyio.Event]] = {}
         self._persister = _Persister(self.store)
         self._conn: AgentSession | None = None
+        self._models_ready: anyio.Event | None = None
 
     # ------------------------------------------------------------------ wiring
 
@@ -370,23 +379,38 @@ class AcpServer:
     # ------------------------------------------------------------------ initialize
 
     async def _initialize(self, params: Any, ctx: RequestContext) -> JSON:
-        from .protocol import InitializeRequest
-        from .protocol.wire import from_wire
-
+        # No pydantic here: initialize is the start-up path (see _warm_models).
         raw = _params(params)
-        request = from_wire(InitializeRequest, raw)
-        self.capabilities = ClientCapabilities(raw.get("clientCapabilities"))
+        version = raw.get("protocolVersion")
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise InvalidParams("protocolVersion: an integer is required")
+        caps_raw = raw.get("clientCapabilities")
+        if caps_raw is not None and not isinstance(caps_raw, dict):
+            raise InvalidParams("clientCapabilities must be an object")
+        info = raw.get("clientInfo")
+        meta = raw.get("_meta")
+        self.capabilities = ClientCapabilities(caps_raw)
         self.initialized = True
-        await self.agent.initialize(request, self.capabilities)
+        await self.agent.initialize(
+            InitializeParams(
+                version,
+                self.capabilities,
+                info if isinstance(info, dict) else None,
+                meta if isinstance(meta, dict) else None,
+            )
+        )
+        if self._models_ready is None:
+            self._models_ready = anyio.Event()
+            ctx.after_response.append(self._warm_models)
         caps = self.agent.prompt_capabilities
         auth = [
             dict(m)
             for m in self.agent.auth_methods(self.capabilities)
             if m.get("type") != "terminal" or self.capabilities.auth_terminal
         ]
-        info: JSON = {"name": self.agent.name, "version": self.agent.version}
+        agent_info: JSON = {"name": self.agent.name, "version": self.agent.version}
         if self.agent.title:
-            info["title"] = self.agent.title
+            agent_info["title"] = self.agent.title
         return {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
@@ -406,8 +430,28 @@ class AcpServer:
                 },
             },
             "authMethods": auth,
-            "agentInfo": info,
+            "agentInfo": agent_info,
         }
+
+    async def _warm_models(self) -> None:
+        """Build the protocol models in a worker thread while the client is idle.
+
+        Importing pydantic and building the prompt models costs hundreds of
+        milliseconds; doing it after the initialize response keeps start-up fast, and
+        doing it off the event loop keeps the connection responsive meanwhile.
+        """
+        ready = self._models_ready
+        try:
+            await anyio.to_thread.run_sync(_build_models, abandon_on_cancel=True)
+        finally:
+            if ready is not None:
+                ready.set()
+
+    async def _models(self) -> None:
+        if self._models_ready is None:
+            self._models_ready = anyio.Event()
+            await self._warm_models()
+        await self._models_ready.wait()
 
     async def _authenticate(self, params: Any, ctx: RequestContext) -> JSON:
         raw = _params(params)
@@ -680,11 +724,12 @@ class AcpServer:
             queue.popleft().set()
 
     async def _prompt(self, params: Any, ctx: RequestContext) -> JSON:
+        raw = _params(params)
+        session = self._live(_session_id(raw))
+        await self._models()
         from .protocol import PromptRequest
         from .protocol.wire import from_wire
 
-        raw = _params(params)
-        session = self._live(_session_id(raw))
         request = from_wire(PromptRequest, raw)
         blocks = raw["prompt"]
         self._check_prompt_blocks(blocks)

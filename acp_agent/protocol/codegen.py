@@ -1,0 +1,1144 @@
+"""The code generator for ``acp_agent.protocol``: ``python -m acp_agent.protocol.codegen``.
+
+This module owns the translation of the official ACP v1 JSON Schema (``schema.json`` and
+``meta.json``, read from ``../shared/acp-schema/v1`` next to the repository, from ``--schema``
+or from the directory in ``$ACP_SCHEMA_DIR``) into the committed files:
+
+- ``acp_agent/protocol/_generated.py``: pydantic v2 models for every ``$defs`` type;
+- ``acp_agent/protocol/methods.py``: the method table (name -> direction, kind, model names);
+- ``acp_agent/protocol/__init__.py``: the lazy re-export of the models;
+- ``schemas/accepts.schema.json`` and ``schemas/emits.schema.json``: the JSON Schema of what
+  acp-agent accepts (validation mode) and emits (serialization mode), made from the models.
+
+``--check`` regenerates in memory and exits 1 with a diff summary when a committed file
+differs; ``--out DIR`` writes the files under another root (used by the drift test). It does
+not own the schema files (they are vendored data) and performs no network access.
+
+Translation rules
+-----------------
+- Every ``$defs`` name becomes a module-level name of the same spelling.
+- ``type: object`` with ``properties`` -> a class deriving from ``AcpModel``. Field names are
+  snake_case; the wire name is the alias (``_meta`` -> ``field_meta``). Required per
+  ``required``; a schema ``default`` becomes the field default (object defaults through a
+  ``default_factory``). An optional field without a default is ``None`` when the schema
+  allows ``null``, an empty list/dict for arrays/maps, and otherwise ``X | None = None``.
+- Integers with ``minimum``/``maximum`` -> ``Annotated[int, Field(ge=..., le=...)]``;
+  ``["T", "null"]`` -> ``Optional[T]``; ``{}`` -> ``Any``; ``string`` -> ``str``.
+- A union of string (or integer) constants -> a ``Literal[...]`` alias; with an untitled
+  fallback of the plain type (``"other"``) -> ``Union[Literal[...], str]``.
+- Other ``oneOf``/``anyOf`` -> a union alias. Variants are named as follows:
+
+  * a variant carrying a ``const`` property (the tag) is named
+    ``PascalCase(tag value) + UnionName``, always (``SessionUpdate`` variant
+    ``agent_message_chunk`` -> ``AgentMessageChunkSessionUpdate``). When it is of the form
+    ``{properties: {tag: const}, allOf: [{$ref: X}]}`` it is a subclass of ``X`` that adds the
+    ``Literal`` tag field (with the constant as default; the tag is always serialized);
+  * a variant that is only a ``$ref`` (possibly wrapped in a titled ``allOf``) uses that
+    class;
+  * any other inline object variant (a titled fallback such as ``"other"``, or ``"Result"``)
+    is named ``PascalCase(title) + UnionName``;
+  * when such a name is already a ``$defs`` name, ``Variant`` is appended
+    (``MultiSelectItems`` variant ``string`` -> ``StringMultiSelectItemsVariant``, a subclass of
+    ``StringMultiSelectItems``).
+
+  When every variant is tagged by the same property the alias is
+  ``Annotated[Union[...], Field(discriminator=...)]``. When only some variants are tagged
+  (``McpServer``, ``AuthMethod``, ``ElicitationPropertySchema``, ``MultiSelectItems``) a callable
+  ``Discriminator`` picks the variant: a known tag its class, no tag the untagged variant, an
+  unknown tag the ``"other"`` fallback (so a tag default never swallows untagged input). Unions
+  of untagged objects validate left to right; anything else is a plain (smart-mode) union.
+- An object that has ``properties`` *and* a ``oneOf``/``anyOf``:
+
+  * when every alternative is tagged by the same property (``SessionConfigOption``), the
+    shared properties go into ``<Name>Base`` and each alternative is a class
+    ``PascalCase(tag) + Name`` deriving from ``<Name>Base`` and the referenced class;
+    ``<Name>`` is the discriminated union;
+  * otherwise (``SetSessionConfigOptionRequest``, ``CreateElicitationRequest``,
+    ``CreateElicitationResponse``, ``ElicitationFormMode``, ``ElicitationUrlMode``) the
+    alternatives are flattened into one class: a property is required only when the object
+    itself or every alternative requires it. The model accepts a superset of the schema.
+- ``x-deserialize-default-on-error`` and ``x-deserialize-skip-invalid-items`` are reading
+  habits of the Rust SDK, not protocol rules; they are ignored.
+- ``x-method`` / ``x-side`` decide the method table: a type referenced from a ``*Response``
+  envelope is a method's result, any other is its params.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import hashlib
+import json
+import keyword
+import os
+import re
+import sys
+import textwrap
+import types
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_RELEASE = "1.21.0"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_SCHEMA = REPO_ROOT.parent / "shared/acp-schema/v1/schema.json"
+BANNER = (
+    "Generated by `python -m acp_agent.protocol.codegen` from the ACP v1 schema release "
+    f"{SCHEMA_RELEASE} — do not edit"
+)
+
+GENERATED_PY = "acp_agent/protocol/_generated.py"
+METHODS_PY = "acp_agent/protocol/methods.py"
+INIT_PY = "acp_agent/protocol/__init__.py"
+ACCEPTS_JSON = "schemas/accepts.schema.json"
+EMITS_JSON = "schemas/emits.schema.json"
+
+Schema = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- naming
+
+
+def pascal(text: str) -> str:
+    """``agent_message_chunk`` / ``date-time`` / ``value id`` -> ``AgentMessageChunk``."""
+    parts = re.split(r"[^0-9A-Za-z]+", text)
+    return "".join(p[:1].upper() + p[1:] for p in parts if p)
+
+
+def snake(wire: str) -> str:
+    """The Python field name for a wire property name."""
+    if wire == "_meta":
+        return "field_meta"
+    name = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", wire).lower()
+    name = re.sub(r"[^0-9a-z_]", "_", name).strip("_")
+    if keyword.iskeyword(name):
+        name += "_"
+    return name
+
+
+def first_paragraph(description: str | None) -> str:
+    if not description:
+        return ""
+    para = description.strip().split("\n\n")[0]
+    return " ".join(para.split())
+
+
+def docstring(text: str, indent: str) -> list[str]:
+    text = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    if not text:
+        return []
+    lines = textwrap.wrap(text, width=96 - len(indent)) or [text]
+    if len(lines) == 1 and len(lines[0]) + len(indent) + 6 <= 100:
+        return [f'{indent}"""{lines[0]}"""']
+    return [f'{indent}"""{lines[0]}', *(f"{indent}{ln}" for ln in lines[1:]), f'{indent}"""']
+
+
+def ref_name(ref: str) -> str:
+    assert ref.startswith("#/$defs/"), ref
+    return ref[len("#/$defs/") :]
+
+
+# --------------------------------------------------------------------------- model IR
+
+
+@dataclass
+class FieldSpec:
+    py: str
+    wire: str
+    annotation: str
+    default: str | None  # Python source of the default; None = required
+    factory: str | None = None
+    deps: set[str] = field(default_factory=set)
+
+
+@dataclass
+class ClassSpec:
+    name: str
+    bases: list[str]
+    doc: str
+    fields: list[FieldSpec]
+    deps: set[str]
+    extra_allow: bool = False
+    tag: str | None = None  # python name of the tag field that must always be serialized
+
+
+@dataclass
+class AliasSpec:
+    name: str
+    expr: str
+    deps: set[str]
+    doc: str = ""
+
+
+@dataclass
+class TypeExpr:
+    expr: str
+    deps: set[str] = field(default_factory=set)
+    nullable: bool = False
+
+
+class Generator:
+    """Turns the ``$defs`` of the schema into class and alias specifications."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self.defs: dict[str, Schema] = schema["$defs"]
+        self.items: list[ClassSpec | AliasSpec] = []
+        self.private_aliases: dict[str, AliasSpec] = {}
+        self.names: set[str] = set()
+
+    # -- types -------------------------------------------------------------
+
+    def int_type(self, s: Schema) -> TypeExpr:
+        lo, hi = s.get("minimum"), s.get("maximum")
+        if lo is None and hi is None:
+            return TypeExpr("int")
+        name = (
+            "_Int" + (f"Ge{lo}" if lo is not None else "") + (f"Le{hi}" if hi is not None else "")
+        )
+        name = name.replace("-", "M")
+        if name not in self.private_aliases:
+            args = ", ".join(
+                a
+                for a in (
+                    f"ge={lo}" if lo is not None else "",
+                    f"le={hi}" if hi is not None else "",
+                )
+                if a
+            )
+            self.private_aliases[name] = AliasSpec(name, f"Annotated[int, Field({args})]", set())
+        return TypeExpr(name, {name})
+
+    def type_of(self, s: Schema) -> TypeExpr:
+        """The annotation for a property (or array item) schema."""
+        if "$ref" in s:
+            name = ref_name(s["$ref"])
+            return TypeExpr(name, {name})
+        if "allOf" in s and len(s["allOf"]) == 1 and "type" not in s:
+            return self.type_of(s["allOf"][0])
+        alts = s.get("anyOf") or s.get("oneOf")
+        if alts is not None and "type" not in s:
+            nullable = False
+            parts: list[TypeExpr] = []
+            for alt in self._flat_alternatives(alts):
+                if alt.get("type") == "null":
+                    nullable = True
+                    continue
+                parts.append(self.type_of(alt))
+            expr = union_expr([p.expr for p in parts])
+            deps = set().union(*(p.deps for p in parts)) if parts else set()
+            return TypeExpr(expr, deps, nullable or any(p.nullable for p in parts))
+        if "const" in s:
+            return TypeExpr(f"Literal[{s['const']!r}]")
+        t = s.get("type")
+        nullable = False
+        if isinstance(t, list):
+            nullable = "null" in t
+            rest = [x for x in t if x != "null"]
+            t = rest[0] if len(rest) == 1 else None
+        if t == "null":
+            return TypeExpr("None")
+        if t == "string":
+            return TypeExpr("str", set(), nullable)
+        if t == "integer":
+            te = self.int_type(s)
+            te.nullable = nullable
+            return te
+        if t == "number":
+            return TypeExpr("float", set(), nullable)
+        if t == "boolean":
+            return TypeExpr("bool", set(), nullable)
+        if t == "array":
+            item = self.type_of(s["items"]) if "items" in s else TypeExpr("Any")
+            inner = f"Optional[{item.expr}]" if item.nullable else item.expr
+            return TypeExpr(f"List[{inner}]", item.deps, nullable)
+        if t == "object":
+            ap = s.get("additionalProperties")
+            if isinstance(ap, dict) and ap:
+                val = self.type_of(ap)
+                inner = f"Optional[{val.expr}]" if val.nullable else val.expr
+                return TypeExpr(f"Dict[str, {inner}]", val.deps, nullable)
+            return TypeExpr("Dict[str, Any]", set(), nullable)
+        return TypeExpr("Any", set(), False)
+
+    def _flat_alternatives(self, alts: list[Schema]) -> Iterator[Schema]:
+        """Inline nested untyped ``anyOf`` groups (the envelopes nest them)."""
+        for alt in alts:
+            inner = alt.get("anyOf") or alt.get("oneOf")
+            if inner is not None and "type" not in alt and "properties" not in alt:
+                yield from self._flat_alternatives(inner)
+            else:
+                yield alt
+
+    # -- fields ------------------------------------------------------------
+
+    def make_field(
+        self, wire: str, s: Schema, required: bool, force_optional: bool = False
+    ) -> FieldSpec:
+        te = self.type_of(s)
+        ann = te.expr
+        nullable = te.nullable
+        py = snake(wire)
+        default: str | None = None
+        factory: str | None = None
+        if required and not force_optional:
+            pass
+        elif "default" in s:
+            value = s["default"]
+            if isinstance(value, list):
+                assert value == [], value
+                factory = "list"
+            elif isinstance(value, dict):
+                if ann.startswith("Dict["):
+                    assert value == {}, value
+                    factory = "dict"
+                elif value == {}:
+                    factory = f"lambda: {ann}()"
+                else:
+                    factory = f"lambda: {ann}.model_validate({value!r})"
+            else:
+                default = repr(value)
+        elif nullable or ann == "Any":
+            default = "None"
+        elif ann.startswith("List[") and not force_optional:
+            factory = "list"
+        elif ann.startswith("Dict[") and not force_optional:
+            factory = "dict"
+        else:
+            nullable = True
+            default = "None"
+        if nullable and ann != "Any":
+            ann = f"Optional[{ann}]"
+        return FieldSpec(py, wire, ann, default, factory, te.deps)
+
+    def fields_of(self, s: Schema, *, skip: Iterable[str] = ()) -> tuple[list[FieldSpec], set[str]]:
+        required = set(s.get("required", ()))
+        out: list[FieldSpec] = []
+        deps: set[str] = set()
+        for wire, ps in s.get("properties", {}).items():
+            if wire in skip:
+                continue
+            out.append(self.make_field(wire, ps, wire in required))
+            deps |= self.type_of(ps).deps
+        return out, deps
+
+    # -- top level ---------------------------------------------------------
+
+    def run(self) -> None:
+        for name, s in self.defs.items():
+            self.names.add(name)
+            self.gen_def(name, s)
+
+    def gen_def(self, name: str, s: Schema) -> None:
+        doc = first_paragraph(s.get("description"))
+        alts = s.get("oneOf") or s.get("anyOf")
+        if "properties" in s and alts is not None:
+            tag = self.common_tag(alts)
+            if tag is not None and all(self.variant_ref(a) for a in alts):
+                self.gen_tagged_object(name, s, alts, tag, doc)
+            else:
+                self.gen_flattened(name, s, doc)
+            return
+        if s.get("type") == "object" or "properties" in s:
+            fields, deps = self.fields_of(s)
+            self.items.append(ClassSpec(name, ["AcpModel"], doc, fields, deps))
+            return
+        if alts is not None:
+            self.gen_union(name, alts, doc)
+            return
+        te = self.type_of(s)
+        expr = f"Optional[{te.expr}]" if te.nullable else te.expr
+        self.items.append(AliasSpec(name, expr, te.deps, doc))
+
+    @staticmethod
+    def tag_of(alt: Schema) -> tuple[str, Any] | None:
+        for wire, ps in alt.get("properties", {}).items():
+            if "const" in ps and wire in alt.get("required", ()):
+                return wire, ps["const"]
+        return None
+
+    def common_tag(self, alts: list[Schema]) -> str | None:
+        tags = [self.tag_of(a) for a in alts]
+        if any(t is None for t in tags) or any("not" in a for a in alts):
+            return None
+        props = {t[0] for t in tags if t is not None}
+        return props.pop() if len(props) == 1 else None
+
+    @staticmethod
+    def variant_ref(alt: Schema) -> str | None:
+        all_of = alt.get("allOf")
+        if all_of and len(all_of) == 1 and "$ref" in all_of[0]:
+            return ref_name(all_of[0]["$ref"])
+        if "$ref" in alt:
+            return ref_name(alt["$ref"])
+        return None
+
+    def gen_union(self, name: str, alts: list[Schema], doc: str) -> None:
+        # unions of constants -> Literal
+        if all(
+            "const" in a
+            or (
+                "type" in a
+                and a.get("type") != "object"
+                and "title" in a
+                and "items" not in a
+                and a.get("type") != "null"
+            )
+            for a in alts
+        ) and any("const" in a for a in alts):
+            consts = [a["const"] for a in alts if "const" in a]
+            others = [a for a in alts if "const" not in a]
+            lit = f"Literal[{', '.join(repr(c) for c in consts)}]"
+            if others:
+                te = self.type_of({k: v for k, v in others[0].items() if k != "title"})
+                assert len(others) == 1 and not te.deps
+                lit = f"Union[{lit}, {te.expr}]"
+            self.items.append(AliasSpec(name, lit, set(), doc))
+            return
+        tag = self.common_tag(alts)
+        members: list[str] = []
+        deps: set[str] = set()
+        all_objects = True
+        tagged: dict[str, str] = {}  # tag value -> class, for a partly tagged union
+        tag_wire: str | None = None
+        missing: str | None = None  # the variant for an object without the tag property
+        unknown: str | None = None  # the fallback variant for an unknown tag value
+        for alt in alts:
+            t = self.tag_of(alt)
+            ref = self.variant_ref(alt)
+            if t is not None:
+                wire, value = t
+                cls = self.variant_name(pascal(str(value)) + name)
+                rest = {k: v for k, v in alt.get("properties", {}).items() if k != wire}
+                fields, fdeps = self.fields_of(
+                    {"properties": rest, "required": alt.get("required", [])}
+                )
+                tag_field = FieldSpec(snake(wire), wire, f"Literal[{value!r}]", repr(value))
+                bases = [ref, "_Tagged"] if ref else ["_Tagged"]
+                self.items.append(
+                    ClassSpec(
+                        cls,
+                        bases,
+                        f"The ``{value}`` variant of :data:`{name}`.",
+                        [*fields, tag_field],
+                        fdeps | set(bases),
+                        tag=snake(wire),
+                    )
+                )
+                members.append(cls)
+                deps.add(cls)
+                tagged[str(value)] = cls
+                tag_wire = wire
+            elif ref is not None and "properties" not in alt:
+                members.append(ref)
+                deps.add(ref)
+                missing = missing or ref
+                all_objects = all_objects and self.is_object_def(ref)
+            elif alt.get("type") == "object" or "properties" in alt:
+                cls = self.variant_name(pascal(alt.get("title", "variant")) + name)
+                sub = {k: v for k, v in alt.items() if k not in ("not",)}
+                fields, fdeps = self.fields_of(sub)
+                extra = (
+                    alt.get("additionalProperties") is True
+                    or alt.get("unevaluatedProperties") is True
+                )
+                self.items.append(
+                    ClassSpec(
+                        cls,
+                        ["AcpModel"],
+                        first_paragraph(alt.get("description"))
+                        or f"The ``{alt.get('title')}`` variant of :data:`{name}`.",
+                        fields,
+                        fdeps,
+                        extra_allow=extra,
+                    )
+                )
+                members.append(cls)
+                deps.add(cls)
+                if "not" in alt:
+                    unknown = cls
+                else:
+                    missing = missing or cls
+            else:
+                te = self.type_of(alt)
+                members.append(
+                    f"Optional[{te.expr}]" if te.nullable and te.expr != "None" else te.expr
+                )
+                deps |= te.deps
+                all_objects = False
+        expr = union_expr(members)
+        if tag is not None and len(members) > 1:
+            expr = f"Annotated[{expr}, Field(discriminator={snake(tag)!r})]"
+        elif tagged and tag_wire is not None and all_objects:
+            # a tag default must not let a tagged variant swallow untagged input: dispatch
+            dispatch = (
+                f"_TagDispatch({tag_wire!r}, {snake(tag_wire)!r}, {tagged!r}, "
+                f"{missing!r}, {(unknown or missing)!r})"
+            )
+            tagged_members = ", ".join(f"Annotated[{m}, Tag({m!r})]" for m in members)
+            expr = f"Annotated[Union[{tagged_members}], Discriminator({dispatch})]"
+        elif all_objects and len(members) > 1:
+            expr = f"Annotated[{expr}, Field(union_mode='left_to_right')]"
+        self.items.append(AliasSpec(name, expr, deps, doc))
+
+    def variant_name(self, name: str) -> str:
+        """A variant's class name; ``Variant`` is appended when a ``$defs`` name is taken."""
+        return name + "Variant" if name in self.defs else name
+
+    def is_object_def(self, name: str) -> bool:
+        s = self.defs[name]
+        return s.get("type") == "object" or "properties" in s
+
+    def gen_tagged_object(
+        self, name: str, s: Schema, alts: list[Schema], tag: str, doc: str
+    ) -> None:
+        base = name + "Base"
+        fields, deps = self.fields_of(s)
+        self.items.append(
+            ClassSpec(
+                base, ["AcpModel"], f"The properties shared by every :data:`{name}`.", fields, deps
+            )
+        )
+        members = []
+        for alt in alts:
+            t = self.tag_of(alt)
+            ref = self.variant_ref(alt)
+            assert t is not None and ref is not None
+            cls = self.variant_name(pascal(str(t[1])) + name)
+            tag_field = FieldSpec(snake(tag), tag, f"Literal[{t[1]!r}]", repr(t[1]))
+            bases = [base, ref, "_Tagged"]
+            self.items.append(
+                ClassSpec(
+                    cls,
+                    bases,
+                    f"The ``{t[1]}`` variant of :data:`{name}`.",
+                    [tag_field],
+                    set(bases),
+                    tag=snake(tag),
+                )
+            )
+            members.append(cls)
+        expr = f"Annotated[{union_expr(members)}, Field(discriminator={snake(tag)!r})]"
+        self.items.append(AliasSpec(name, expr, set(members), doc))
+
+    # -- flattening --------------------------------------------------------
+
+    def alternative_props(self, alt: Schema) -> tuple[dict[str, list[Schema]], set[str]]:
+        """Properties (wire -> schemas) and required names of one alternative, flattened."""
+        ref = self.variant_ref(alt)
+        props: dict[str, list[Schema]] = {}
+        required: set[str] = set(alt.get("required", ()))
+        for wire, ps in alt.get("properties", {}).items():
+            props.setdefault(wire, []).append(ps)
+        if ref is not None:
+            sub = self.defs[ref]
+            sp, sr = self.object_props(sub)
+            for wire, lst in sp.items():
+                props.setdefault(wire, []).extend(lst)
+            required |= sr
+        inner = alt.get("anyOf") or alt.get("oneOf")
+        if inner is not None and "properties" in alt:
+            ip, ir = self.merge_alternatives(inner)
+            for wire, lst in ip.items():
+                props.setdefault(wire, []).extend(lst)
+            required |= ir
+        return props, required
+
+    def object_props(self, s: Schema) -> tuple[dict[str, list[Schema]], set[str]]:
+        props = {w: [ps] for w, ps in s.get("properties", {}).items()}
+        required = set(s.get("required", ()))
+        alts = s.get("anyOf") or s.get("oneOf")
+        if alts is not None:
+            ap, ar = self.merge_alternatives(alts)
+            for wire, lst in ap.items():
+                props.setdefault(wire, []).extend(lst)
+            required |= ar
+        return props, required
+
+    def merge_alternatives(self, alts: list[Schema]) -> tuple[dict[str, list[Schema]], set[str]]:
+        props: dict[str, list[Schema]] = {}
+        req_sets: list[set[str]] = []
+        for alt in alts:
+            p, r = self.alternative_props(alt)
+            for wire, lst in p.items():
+                props.setdefault(wire, []).extend(lst)
+            req_sets.append(r)
+        required = set.intersection(*req_sets) if req_sets else set()
+        return props, required
+
+    def gen_flattened(self, name: str, s: Schema, doc: str) -> None:
+        props, required = self.object_props(s)
+        fields: list[FieldSpec] = []
+        deps: set[str] = set()
+        for wire, schemas in props.items():
+            exprs: list[str] = []
+            nullable = False
+            for ps in schemas:
+                te = self.type_of(ps)
+                deps |= te.deps
+                nullable = nullable or te.nullable
+                exprs.append(te.expr)
+            merged = merge_exprs(exprs)
+            req = wire in required
+            ann = merged if req and not nullable else f"Optional[{merged}]"
+            fdeps: set[str] = set()
+            for ps in schemas:
+                fdeps |= self.type_of(ps).deps
+            fields.append(FieldSpec(snake(wire), wire, ann, None if req else "None", None, fdeps))
+        note = "The schema's alternatives are flattened into this one model."
+        self.items.append(ClassSpec(name, ["AcpModel"], f"{doc} {note}".strip(), fields, deps))
+
+
+def union_expr(members: list[str]) -> str:
+    uniq = list(dict.fromkeys(members))
+    if not uniq:
+        return "Any"
+    if len(uniq) == 1:
+        return uniq[0]
+    return f"Union[{', '.join(uniq)}]"
+
+
+def merge_exprs(exprs: list[str]) -> str:
+    uniq = list(dict.fromkeys(exprs))
+    literals = [e for e in uniq if e.startswith("Literal[")]
+    if "str" in uniq and literals and all(isinstance(eval_literal(e), str) for e in literals):
+        uniq = [e for e in uniq if not e.startswith("Literal[")]
+    elif len(literals) > 1:
+        merged = "Literal[" + ", ".join(e[len("Literal[") : -1] for e in literals) + "]"
+        uniq = [merged if e == literals[0] else e for e in uniq if e not in literals[1:]]
+    return union_expr(uniq)
+
+
+def eval_literal(expr: str) -> Any:
+    return eval(expr[len("Literal[") : -1], {})  # our own repr() output
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def ordered(
+    items: list[ClassSpec | AliasSpec], private: list[AliasSpec]
+) -> list[ClassSpec | AliasSpec]:
+    """Schema order, except that every name comes after what it uses (depth first).
+
+    The module evaluates annotations at import (no ``from __future__ import annotations``:
+    string annotations cost a ``compile`` each when pydantic resolves them), so a class comes
+    after its bases and the types of its fields. A field whose type is only defined later
+    (a cycle) is written as a string annotation.
+    """
+    by_name: dict[str, ClassSpec | AliasSpec] = {i.name: i for i in items}
+    for p in private:
+        by_name[p.name] = p
+    done: set[str] = {"AcpModel", "_Tagged"}
+    out: list[ClassSpec | AliasSpec] = []
+
+    def visit(item: ClassSpec | AliasSpec, stack: tuple[str, ...]) -> None:
+        if item.name in done:
+            return
+        hard = item.bases if isinstance(item, ClassSpec) else sorted(item.deps)
+        soft = sorted(item.deps - set(hard)) if isinstance(item, ClassSpec) else []
+        for dep in hard:
+            assert dep not in stack, (*stack, item.name, dep)
+            if dep in by_name:
+                visit(by_name[dep], (*stack, item.name))
+        for dep in soft:
+            if dep in by_name and dep not in stack and dep != item.name:
+                visit(by_name[dep], (*stack, item.name))
+        done.add(item.name)
+        out.append(item)
+
+    for p in private:
+        visit(p, ())
+    for item in items:
+        visit(item, ())
+    return out
+
+
+PRELUDE = '''
+from typing import Any, ClassVar, Dict, List, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic.alias_generators import to_camel
+from typing_extensions import Annotated, TypeAlias
+
+
+def _wire_name(name: str) -> str:
+    return "_meta" if name == "field_meta" else to_camel(name)
+
+
+class AcpModel(BaseModel):
+    """Base of every ACP model: wire names as aliases, unknown fields ignored, built lazily.
+
+    Aliases come from ``alias_generator`` (camelCase, and ``field_meta`` <-> ``_meta``); a
+    field whose wire name differs from that has an explicit alias.
+    """
+
+    model_config = ConfigDict(
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="ignore",
+        defer_build=True,
+        alias_generator=_wire_name,
+    )
+
+
+class _Tagged(AcpModel):
+    """Base of union variants: the tag field is serialized even when left at its default."""
+
+    __acp_tag__: ClassVar[str]
+
+    def model_post_init(self, context: Any, /) -> None:
+        self.__pydantic_fields_set__.add(self.__acp_tag__)
+
+
+_NO_TAG: Any = object()
+
+
+class _TagDispatch:
+    """Callable discriminator of a union whose variants are not all tagged.
+
+    A known tag value selects its variant; a missing tag selects the untagged variant; an
+    unknown tag selects the schema's fallback (``"other"``) variant when there is one.
+    """
+
+    def __init__(
+        self,
+        wire: str,
+        py: str,
+        tags: Dict[str, str],
+        missing: Optional[str],
+        unknown: Optional[str],
+    ) -> None:
+        self.wire, self.py, self.tags = wire, py, tags
+        self.missing, self.unknown = missing, unknown
+        self.__name__ = f"{wire}_tag"  # pydantic-core names the discriminator in errors
+
+    def __call__(self, value: Any) -> Optional[str]:
+        if isinstance(value, dict):
+            tag = value.get(self.wire, _NO_TAG)
+        else:
+            tag = getattr(value, self.py, _NO_TAG)
+        if tag is _NO_TAG:
+            return self.missing
+        return self.tags.get(tag, self.unknown) if isinstance(tag, str) else self.unknown
+'''
+
+
+def render_generated(
+    schema_bytes: bytes, items: list[ClassSpec | AliasSpec], private: list[AliasSpec]
+) -> str:
+    digest = hashlib.sha256(schema_bytes).hexdigest()
+    lines = [
+        f'"""{BANNER}.',
+        "",
+        "ACP v1 as pure data: pydantic v2 models for every ``$defs`` type of the stable schema",
+        f"(schema.json sha256 {digest[:16]}). The naming rules are in the docstring of",
+        "``acp_agent.protocol.codegen``. Models are built lazily (``defer_build``).",
+        '"""',
+    ]
+    lines += PRELUDE.rstrip("\n").split("\n")
+    all_names = ["AcpModel"]
+    emitted: set[str] = {"AcpModel", "_Tagged"}
+    for item in ordered(items, private):
+        lines += ["", ""]
+        if isinstance(item, AliasSpec):
+            lines.append(f"{item.name}: TypeAlias = {item.expr}")
+            if item.doc:
+                lines += docstring(item.doc, "")
+        else:
+            lines.append(f"class {item.name}({', '.join(item.bases)}):")
+            body = docstring(item.doc, "    ") or ['    """(no description)"""']
+            if item.extra_allow:
+                body += ["", '    model_config = ConfigDict(extra="allow")']
+            if item.tag is not None:
+                body += ["", f"    __acp_tag__: ClassVar[str] = {item.tag!r}"]
+            if item.fields:
+                body.append("")
+            for f in item.fields:
+                body.append("    " + render_field(f, quote=not f.deps <= emitted))
+            lines += body
+        emitted.add(item.name)
+        if not item.name.startswith("_"):
+            all_names.append(item.name)
+    lines += ["", "", "__all__ = ["]
+    lines += [f"    {n!r}," for n in sorted(all_names)]
+    lines += ["]", ""]
+    return "\n".join(lines)
+
+
+def needs_alias(f: FieldSpec) -> bool:
+    from pydantic.alias_generators import to_camel
+
+    expected = "_meta" if f.py == "field_meta" else to_camel(f.py)
+    return bool(expected != f.wire)
+
+
+def render_field(f: FieldSpec, quote: bool = False) -> str:
+    annotation = repr(f.annotation) if quote else f.annotation
+    args: list[str] = []
+    if f.factory is not None:
+        args.append(f"default_factory={f.factory}")
+    elif f.default is not None and needs_alias(f):
+        args.append(f"default={f.default}")
+    if needs_alias(f):
+        args.append(f"alias={f.wire!r}")
+    if args:
+        return f"{f.py}: {annotation} = Field({', '.join(args)})"
+    if f.default is not None:
+        return f"{f.py}: {annotation} = {f.default}"
+    return f"{f.py}: {annotation}"
+
+
+# --------------------------------------------------------------------------- methods table
+
+
+@dataclass
+class Method:
+    name: str
+    direction: str
+    kind: str
+    params: str
+    result: str | None
+
+
+def method_table(schema: Schema, meta: Schema) -> list[Method]:
+    defs: dict[str, Schema] = schema["$defs"]
+    result_names: set[str] = set()
+    for env in ("AgentResponse", "ClientResponse"):
+        result_names |= set(re.findall(r'"#/\$defs/(\w+)"', json.dumps(defs[env])))
+    params: dict[str, str] = {}
+    results: dict[str, str] = {}
+    for name, s in defs.items():
+        method = s.get("x-method")
+        if method is None:
+            continue
+        target = results if name in result_names else params
+        assert method not in target, (method, name)
+        target[method] = name
+    out: list[Method] = []
+    groups = (
+        ("agentMethods", "client->agent"),
+        ("clientMethods", "agent->client"),
+        ("protocolMethods", "both"),
+    )
+    for key, direction in groups:
+        for method in sorted(meta[key].values()):
+            result = results.get(method)
+            out.append(
+                Method(
+                    method,
+                    direction,
+                    "request" if result else "notification",
+                    params[method],
+                    result,
+                )
+            )
+    return out
+
+
+METHODS_TEMPLATE = '''"""{banner}
+
+The ACP v1 method table: every method of ``meta.json`` with its direction, its kind and the
+names of its params / result models (found through the schema's ``x-method`` markers).
+Importing this module does not import pydantic; ``params_model`` / ``result_model`` import
+the models on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+Direction = Literal["client->agent", "agent->client", "both"]
+Kind = Literal["request", "notification"]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One ACP method. ``params`` / ``result`` are model class names in ``_generated``."""
+
+    name: str
+    direction: Direction
+    kind: Kind
+    params: str
+    result: str | None
+
+
+METHODS: dict[str, MethodSpec] = {{
+{entries}
+}}
+
+AGENT_METHODS: frozenset[str] = frozenset(
+    name for name, spec in METHODS.items() if spec.direction == "client->agent"
+)
+"""Methods the agent handles (the client sends them)."""
+
+CLIENT_METHODS: frozenset[str] = frozenset(
+    name for name, spec in METHODS.items() if spec.direction == "agent->client"
+)
+"""Methods the client handles (the agent sends them)."""
+
+PROTOCOL_METHODS: frozenset[str] = frozenset(
+    name for name, spec in METHODS.items() if spec.direction == "both"
+)
+"""Protocol-level methods either side may send."""
+
+
+def _model(name: str) -> type[BaseModel]:
+    module = importlib.import_module("acp_agent.protocol._generated")
+    model: type[BaseModel] = getattr(module, name)
+    return model
+
+
+def params_model(spec: MethodSpec) -> type[BaseModel]:
+    """The pydantic model of the method's params (imports the models on first use)."""
+    return _model(spec.params)
+
+
+def result_model(spec: MethodSpec) -> type[BaseModel] | None:
+    """The pydantic model of the method's result; ``None`` for a notification."""
+    return None if spec.result is None else _model(spec.result)
+'''
+
+
+def render_methods(methods: list[Method]) -> str:
+    entries = []
+    for m in methods:
+        result = "None" if m.result is None else json.dumps(m.result)
+        entries.append(
+            f"    {json.dumps(m.name)}: MethodSpec(\n"
+            f"        name={json.dumps(m.name)},\n"
+            f"        direction={json.dumps(m.direction)},\n"
+            f"        kind={json.dumps(m.kind)},\n"
+            f"        params={json.dumps(m.params)},\n"
+            f"        result={result},\n"
+            f"    ),"
+        )
+    text = METHODS_TEMPLATE.format(banner=wrapped_banner(), entries="\n".join(entries))
+    return text
+
+
+INIT_TEMPLATE = '''"""ACP v1 as pure data: the generated models, re-exported lazily.
+
+{banner}
+
+Importing this package does not import pydantic: the first attribute access imports
+``acp_agent.protocol._generated``. The method table is in ``acp_agent.protocol.methods`` and the
+wire helpers in ``acp_agent.protocol.wire``. No I/O of any kind lives here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from acp_agent.protocol._generated import (
+{imports}
+    )
+
+__all__ = [
+{names}
+]
+
+_LAZY = frozenset(__all__)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module("acp_agent.protocol._generated"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {{__name__!r}} has no attribute {{name!r}}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY)
+'''
+
+
+def wrapped_banner() -> str:
+    return "\n".join(textwrap.wrap(BANNER + ".", width=92))
+
+
+def render_init(names: list[str]) -> str:
+    imports = sorted(names, key=lambda n: (n.lower(), n))  # the order isort uses for imports
+    return INIT_TEMPLATE.format(
+        banner=wrapped_banner(),
+        imports="\n".join(f"        {n}," for n in imports),
+        names="\n".join(f'    "{n}",' for n in sorted(names)),
+    )
+
+
+# --------------------------------------------------------------------------- JSON schema export
+
+
+def load_module(source: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = f"<{name}>"
+    sys.modules[name] = module
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+_counter = 0
+
+
+def render_schemas(generated_source: str, methods: list[Method]) -> dict[str, str]:
+    from pydantic.json_schema import models_json_schema
+
+    global _counter
+    _counter += 1
+    name = f"_acp_codegen_fresh_{_counter}"
+    module = load_module(generated_source, name)
+    try:
+        accepts: list[str] = []
+        emits: list[str] = []
+        for m in methods:
+            # (accepted, emitted) by the agent: params of methods it handles, results of the
+            # calls it makes; the reverse for what it emits. Protocol methods go both ways.
+            if m.direction in ("client->agent", "both"):
+                accepts.append(m.params)
+                if m.result:
+                    emits.append(m.result)
+            if m.direction in ("agent->client", "both"):
+                emits.append(m.params)
+                if m.result:
+                    accepts.append(m.result)
+        out: dict[str, str] = {}
+        for path, names, mode, what in (
+            (
+                ACCEPTS_JSON,
+                accepts,
+                "validation",
+                "accepts (params of the methods it handles, "
+                "results of the calls it makes, notifications it receives)",
+            ),
+            (
+                EMITS_JSON,
+                emits,
+                "serialization",
+                "emits (results of the methods it handles, "
+                "params of the calls it makes, notifications it sends)",
+            ),
+        ):
+            uniq = sorted(set(names))
+            models: list[Any] = [(getattr(module, n), mode) for n in uniq]
+            _, top = models_json_schema(models, by_alias=True, ref_template="#/$defs/{model}")
+            doc = {
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "title": f"acp-agent ACP v1: what the agent {what.split(' ')[0]}",
+                "description": f"What acp-agent {what}. Generated from the pydantic models "
+                f"(mode={mode}) by `python -m acp_agent.protocol.codegen`; ACP v1 schema "
+                f"release {SCHEMA_RELEASE}.",
+                "anyOf": [{"$ref": f"#/$defs/{n}"} for n in uniq],
+                "$defs": top.get("$defs", {}),
+            }
+            out[path] = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        return out
+    finally:
+        sys.modules.pop(name, None)
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def resolve_schema(arg: str | None) -> Path:
+    if arg:
+        p = Path(arg)
+        return p / "schema.json" if p.is_dir() else p
+    env = os.environ.get("ACP_SCHEMA_DIR")
+    if env:
+        return Path(env) / "schema.json"
+    return DEFAULT_SCHEMA
+
+
+def generate(schema_path: Path) -> dict[str, str]:
+    """Every generated file: repository-relative path -> content."""
+    raw = schema_path.read_bytes()
+    schema = json.loads(raw)
+    meta = json.loads((schema_path.parent / "meta.json").read_text(encoding="utf-8"))
+    gen = Generator(schema)
+    gen.run()
+    private = sorted(gen.private_aliases.values(), key=lambda a: a.name)
+    generated = render_generated(raw, gen.items, private)
+    methods = method_table(schema, meta)
+    public = ["AcpModel", *(i.name for i in gen.items)]
+    files = {
+        GENERATED_PY: generated,
+        METHODS_PY: render_methods(methods),
+        INIT_PY: render_init(public),
+    }
+    files.update(render_schemas(generated, methods))
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m acp_agent.protocol.codegen",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--schema",
+        help="schema.json (or its directory); default $ACP_SCHEMA_DIR or ../shared/acp-schema/v1",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 when a committed file differs from a fresh generation",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT, help="root to write under (default: the repository)"
+    )
+    args = parser.parse_args(argv)
+    schema_path = resolve_schema(args.schema)
+    if not schema_path.is_file():
+        print(f"codegen: schema not found: {schema_path}", file=sys.stderr)
+        return 2
+    files = generate(schema_path)
+    if args.check:
+        stale = 0
+        for rel, text in files.items():
+            target = args.out / rel
+            old = target.read_text(encoding="utf-8") if target.exists() else ""
+            if old != text:
+                stale += 1
+                diff = list(
+                    difflib.unified_diff(
+                        old.splitlines(),
+                        text.splitlines(),
+                        lineterm="",
+                        fromfile=f"committed/{rel}",
+                        tofile=f"fresh/{rel}",
+                    )
+                )
+                added = sum(1 for d in diff if d.startswith("+") and not d.startswith("+++"))
+                removed = sum(1 for d in diff if d.startswith("-") and not d.startswith("---"))
+                print(f"{rel}: differs (+{added} -{removed} lines)" if old else f"{rel}: missing")
+                for line in diff[:40]:
+                    print(f"    {line}")
+        if stale:
+            print(
+                f"codegen --check: {stale} file(s) out of date; run "
+                "`python -m acp_agent.protocol.codegen`"
+            )
+            return 1
+        print("codegen --check: up to date")
+        return 0
+    for rel, text in files.items():
+        target = args.out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

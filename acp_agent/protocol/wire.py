@@ -1,0 +1,59 @@
+"""The two conversions between ACP models and wire dicts: ``to_wire`` and ``from_wire``.
+
+This module owns how a model becomes a JSON-ready dict (wire names, unset fields left out)
+and how a pydantic ``ValidationError`` becomes ``acp_agent.errors.InvalidParams`` with a
+short, single-line message that names the failing fields and never echoes input values.
+It does no I/O and knows nothing of JSON-RPC framing or of which method is being called.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from acp_agent.errors import InvalidParams
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+M = TypeVar("M", bound="BaseModel")
+
+MAX_ERRORS_IN_MESSAGE = 3
+MAX_ERRORS_IN_DATA = 20
+MAX_TEXT = 80
+
+
+def to_wire(model: BaseModel) -> dict[str, Any]:
+    """The model as a JSON-ready dict with wire names; fields never set are left out."""
+    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def from_wire(model_cls: type[M], data: Any) -> M:
+    """Validate wire data as ``model_cls``; raise ``InvalidParams`` when it does not fit."""
+    from pydantic import ValidationError
+
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as exc:
+        raise invalid_params(exc) from None
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(params)"
+
+
+def invalid_params(exc: Any) -> InvalidParams:
+    """``InvalidParams`` for a pydantic ``ValidationError``; no input values are included."""
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    items = [
+        {"field": _short(_location(tuple(err.get("loc", ())))), "message": _short(err["msg"])}
+        for err in errors
+    ]
+    shown = "; ".join(f"{i['field']}: {i['message']}" for i in items[:MAX_ERRORS_IN_MESSAGE])
+    if len(items) > MAX_ERRORS_IN_MESSAGE:
+        shown += f"; and {len(items) - MAX_ERRORS_IN_MESSAGE} more"
+    return InvalidParams(f"invalid params: {shown}", data=items[:MAX_ERRORS_IN_DATA])
