@@ -68,7 +68,7 @@ from .transport import Transport
 log = logging.getLogger("acp_agent.connection")
 
 CANCEL_REQUEST: Final = "$/cancel_request"
-HIGH_WATER: Final = 1 << 20  # outbox bytes above which senders wait for the writer
+HIGH_WATER: Final = 1 << 18  # outbox bytes above which senders wait for the writer
 YIELD_EVERY: Final = 64  # enqueues between forced checkpoints (lets the reader run)
 SHUTDOWN_GRACE: Final = 0.5  # seconds in-flight handlers get to answer on shutdown
 FLUSH_GRACE: Final = 1.0  # seconds the last writes may take
@@ -181,6 +181,7 @@ class AgentSession:
         self._closed = False
         self._writer_failed = False
         self._tg: anyio.abc.TaskGroup | None = None
+        self._idle: anyio.Event | None = None  # set when the last in-flight request ends
 
     # ------------------------------------------------------------------ state
 
@@ -274,6 +275,8 @@ class AgentSession:
                 outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
         finally:
             self._inflight.pop(_key(req.id), None)
+            if not self._inflight and self._idle is not None:
+                self._idle.set()
             if outcome is None:  # cancelled from outside (connection shutting down)
                 outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
             self._answer(req.id, outcome)
@@ -388,12 +391,12 @@ class AgentSession:
             await self._drained.wait()
             self._since_yield = 0
             return
+        # A real checkpoint every few frames lets the reader (a session/cancel) and
+        # the writer run; in between, sending is a plain append.
         self._since_yield += 1
         if self._since_yield >= YIELD_EVERY:
             self._since_yield = 0
             await anyio.lowlevel.checkpoint()
-        else:
-            await anyio.lowlevel.checkpoint_if_cancelled()
 
     async def _writer(self) -> None:
         while True:
@@ -438,10 +441,9 @@ class AgentSession:
         # In-flight handlers are cancelled and get a short time to answer.
         for ctx in list(self._inflight.values()):
             ctx.cancel()
-        with anyio.move_on_after(SHUTDOWN_GRACE):
-            while self._inflight:
-                await anyio.lowlevel.checkpoint()
-                if self._inflight:
-                    await anyio.sleep(0.005)
+        if self._inflight:
+            self._idle = anyio.Event()
+            with anyio.move_on_after(SHUTDOWN_GRACE):
+                await self._idle.wait()
         with anyio.move_on_after(FLUSH_GRACE):
             await self.flush()

@@ -20,7 +20,7 @@ trio.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from .connection import MethodTable, NativeDispatcher, RequestContext
 from .errors import RequestError
@@ -78,11 +78,11 @@ class JsonRpcServerDispatcher:
     async def dispatch(self, method: str, params: Any, ctx: RequestContext) -> Any:
         from jsonrpcserver.async_dispatcher import dispatch_request
         from jsonrpcserver.request import Request as RpcRequest
-        from oslash.either import Left  # type: ignore[import-untyped]
+        from oslash.either import Left
 
         request = RpcRequest(method, params if params is not None else [], ctx.id)
         try:
-            _, result = await dispatch_request(self._methods, ctx, request)
+            _, result = await dispatch_request(cast(Any, self._methods), ctx, request)
         finally:
             failure = ctx_failures.pop(id(ctx), None)
         if failure is not None:

@@ -59,7 +59,7 @@ from .session import (
     check_additional_directories,
     sanitize,
 )
-from .store import MemorySessionStore, SessionRecord, SessionStore
+from .store import JsonText, MemorySessionStore, SessionRecord, SessionStore
 from .transport import Transport
 
 log = logging.getLogger("acp_agent.server")
@@ -193,7 +193,7 @@ class _SessionSink:
     def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON]) -> None:
         self.persister.push("begin", self.session_id, turn_id, list(prompt_updates))
 
-    def turn_event(self, turn_id: str, update: JSON) -> None:
+    def turn_event(self, turn_id: str, update: JsonText) -> None:
         self.persister.push("append", self.session_id, turn_id, update)
 
 

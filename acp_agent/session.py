@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import anyio
+import orjson
 
 from .errors import IllegalTransition, InvalidParams
+from .store import JsonText
 
 JSON = dict[str, Any]
 
@@ -197,22 +199,61 @@ class Turn:
 USER_KIND: Final = "user_message_chunk"
 
 
+def _pack(event: JSON) -> JsonText:
+    # text, not bytes: orjson's bytes keep a 4 KiB buffer each
+    return JsonText(orjson.dumps(event).decode())
+
+
 class TurnSink(Protocol):
     """Where a turn's events go as they happen (the server connects it to the store)."""
 
     def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON]) -> None: ...
 
-    def turn_event(self, turn_id: str, update: JSON) -> None: ...
+    def turn_event(self, turn_id: str, update: JsonText) -> None: ...
 
 
-@dataclass(slots=True)
 class TurnLog:
-    """One turn of history: the user's prompt chunks first, then every update sent."""
+    """One turn of history: the user's prompt chunks first, then every update sent.
 
-    turn_id: str
-    events: list[JSON]
-    stop_reason: str | None = None
-    interrupted: bool = False
+    Events are kept as compact JSON text (a long streamed turn holds hundreds of
+    thousands of them) and decoded on access.
+    """
+
+    __slots__ = ("_raw", "interrupted", "stop_reason", "turn_id")
+
+    def __init__(
+        self,
+        turn_id: str,
+        events: Iterable[JSON] = (),
+        stop_reason: str | None = None,
+        interrupted: bool = False,
+    ) -> None:
+        self.turn_id = turn_id
+        self._raw: list[JsonText] = [_pack(e) for e in events]
+        self.stop_reason = stop_reason
+        self.interrupted = interrupted
+
+    @property
+    def events(self) -> list[JSON]:
+        """The turn's events, decoded (a fresh list each time)."""
+        return [orjson.loads(raw) for raw in self._raw]
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def append(self, event: JSON) -> JsonText:
+        raw = _pack(event)
+        self._raw.append(raw)
+        return raw
+
+    def first_kind(self) -> str | None:
+        if not self._raw:
+            return None
+        kind = orjson.loads(self._raw[0]).get("sessionUpdate")
+        return kind if isinstance(kind, str) else None
+
+    def __repr__(self) -> str:
+        return f"TurnLog({self.turn_id!r}, {len(self._raw)} events, {self.stop_reason!r})"
 
     @property
     def open(self) -> bool:
@@ -244,9 +285,9 @@ class TurnHandle:
     def record(self, update: JSON) -> None:
         if not self._log.open:
             raise IllegalTransition("turn history", "committed", "record")
-        self._log.events.append(update)
+        raw = self._log.append(update)
         if self._sink is not None:
-            self._sink.turn_event(self._log.turn_id, update)
+            self._sink.turn_event(self._log.turn_id, raw)
 
     def commit(self, stop_reason: str) -> None:
         if stop_reason not in STOP_REASONS:
@@ -290,7 +331,7 @@ class History:
         if self._open is not None:
             raise IllegalTransition("history", "turn open", "start_turn")
         updates = prompt_to_updates(prompt)
-        log = TurnLog(turn_id, list(updates))
+        log = TurnLog(turn_id, updates)
         self.turns.append(log)
         handle = TurnHandle(self, log, self._sink)
         self._open = handle
@@ -327,7 +368,7 @@ def sanitize(turns: Iterable[TurnLog]) -> list[TurnLog]:
     clean: list[TurnLog] = []
     known: set[str] = set()
     for turn in turns:
-        if not turn.events or turn.events[0].get("sessionUpdate") != USER_KIND:
+        if turn.first_kind() != USER_KIND:
             continue
         events: list[JSON] = []
         status: dict[str, str] = {}

@@ -13,7 +13,7 @@ from typing import Final
 
 import platformdirs
 
-from acp_agent.store.base import UNSET, SessionRecord, SessionStore, TurnRecord, Unset
+from acp_agent.store.base import UNSET, JsonText, SessionRecord, SessionStore, TurnRecord, Unset
 from acp_agent.store.lazy import LazyStore
 from acp_agent.store.memory import MemorySessionStore
 from acp_agent.store.sqlite import SchemaVersionError, SqliteSessionStore
@@ -21,6 +21,7 @@ from acp_agent.store.sqlite import SchemaVersionError, SqliteSessionStore
 __all__ = [
     "DB_ENV_VAR",
     "UNSET",
+    "JsonText",
     "LazyStore",
     "MemorySessionStore",
     "SchemaVersionError",

@@ -55,6 +55,12 @@ Clock = Callable[[], datetime]
 """Returns the current time as an aware ``datetime`` (tests pass a fake one)."""
 
 
+class JsonText(str):
+    """A history item already encoded as JSON text: stored as is, without re-encoding."""
+
+    __slots__ = ()
+
+
 class Unset(enum.Enum):
     """The type of ``UNSET``: "this field was not given" in ``SessionStore.update``."""
 
@@ -153,9 +159,9 @@ class SessionStore(Protocol):
         ...
 
     async def append_updates(
-        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any]]
+        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any] | JsonText]
     ) -> None:
-        """Append updates, in order, to a turn that has not ended."""
+        """Append updates, in order, to a turn that has not ended (dicts or JsonText)."""
         ...
 
     async def end_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
@@ -225,7 +231,16 @@ def check_limit(limit: int) -> None:
 
 def dump_json(value: Any) -> bytes:
     """Encode a history item, config or meta (``TypeError`` if not JSON-ready)."""
+    if isinstance(value, JsonText):
+        return value.encode()
     return orjson.dumps(value)
+
+
+def dump_text(value: Any) -> str:
+    """Like :func:`dump_json`, as compact text (orjson's bytes keep a 4 KiB buffer each)."""
+    if isinstance(value, JsonText):
+        return str.__str__(value)
+    return orjson.dumps(value).decode()
 
 
 def load_json(data: bytes | str) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from acp_agent.store.base import UNSET, SessionRecord, SessionStore, TurnRecord, Unset
+from acp_agent.store.base import UNSET, JsonText, SessionRecord, SessionStore, TurnRecord, Unset
 
 
 class LazyStore:
@@ -75,7 +75,7 @@ class LazyStore:
         await (await self._get()).begin_turn(session_id, turn_id, prompt_updates)
 
     async def append_updates(
-        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any]]
+        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any] | JsonText]
     ) -> None:
         await (await self._get()).append_updates(session_id, turn_id, updates)
 

@@ -20,6 +20,7 @@ import anyio.lowlevel
 from acp_agent.store.base import (
     UNSET,
     Clock,
+    JsonText,
     SessionRecord,
     Timestamps,
     TurnRecord,
@@ -27,6 +28,7 @@ from acp_agent.store.base import (
     check_limit,
     decode_cursor,
     dump_json,
+    dump_text,
     encode_cursor,
     load_json,
     session_exists,
@@ -42,7 +44,7 @@ __all__ = ["MemorySessionStore"]
 class _Turn:
     turn_id: str
     seq: int
-    bodies: builtins.list[bytes] = field(default_factory=builtins.list)
+    bodies: builtins.list[bytes | str] = field(default_factory=builtins.list)
     stop_reason: str | None = None
 
 
@@ -177,7 +179,7 @@ class MemorySessionStore:
     async def begin_turn(
         self, session_id: str, turn_id: str, prompt_updates: Sequence[dict[str, Any]]
     ) -> None:
-        bodies = [dump_json(u) for u in prompt_updates]
+        bodies: builtins.list[bytes | str] = [dump_json(u) for u in prompt_updates]
         await self._enter()
         session = self._session(session_id)
         existing = session.turns.get(turn_id)
@@ -188,9 +190,10 @@ class MemorySessionStore:
         self._touch(session)
 
     async def append_updates(
-        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any]]
+        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any] | JsonText]
     ) -> None:
-        bodies = [dump_json(u) for u in updates]
+        # decoded: orjson leaves a 4 KiB buffer behind each small bytes object
+        bodies = [dump_text(u) for u in updates]
         await self._enter()
         session = self._session(session_id)
         turn = self._turn(session, turn_id)

@@ -37,6 +37,7 @@ import anyio.to_thread
 from acp_agent.store.base import (
     UNSET,
     Clock,
+    JsonText,
     SessionRecord,
     Timestamps,
     TurnRecord,
@@ -44,6 +45,7 @@ from acp_agent.store.base import (
     check_limit,
     decode_cursor,
     dump_json,
+    dump_text,
     encode_cursor,
     load_json,
     session_exists,
@@ -177,7 +179,7 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
 
 
 def _text(value: Any) -> str:
-    return dump_json(value).decode()
+    return dump_text(value)
 
 
 class SqliteSessionStore:
@@ -424,7 +426,7 @@ class SqliteSessionStore:
         await self._run(run)
 
     async def append_updates(
-        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any]]
+        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any] | JsonText]
     ) -> None:
         bodies = [_text(u) for u in updates]
 

@@ -1,0 +1,294 @@
+"""``acp-agent chat``: talk to any ACP agent from the terminal.
+
+The chat launches the agent command (this package's own server by default), opens
+one session in the working directory and then reads prompts: each line is sent as
+a ``session/prompt`` and the agent's updates are shown as they stream in. Ctrl-C
+during a turn sends ``session/cancel``; a second Ctrl-C (or Ctrl-D at the prompt)
+quits. Slash commands advertised by the agent complete with Tab.
+
+With a piped stdin the chat reads prompts line by line so it can be scripted; a
+permission question then reads its answer from the next line, unless
+``--auto-approve`` or ``--auto-reject`` answers it.
+
+Local commands (not sent to the agent): ``/stderr`` shows the agent's stderr,
+``/mode [ID]`` shows or sets the session mode, ``/quit`` exits.
+
+Exit codes: 0 when the chat ends normally, 1 when the agent fails or exits, 2 for a
+usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from rich.console import Console
+from rich.text import Text
+
+from acp_agent.errors import AcpError, ConnectionClosed, RequestError
+
+from .client import AcpClient, default_agent_command, open_client
+from .lines import LineReader
+from .render import Renderer
+
+LOCAL_COMMANDS = {
+    "/stderr": "show the agent's stderr",
+    "/mode": "show or set the session mode: /mode [ID]",
+    "/quit": "leave the chat",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="acp-agent chat",
+        description="Talk to an ACP agent from the terminal. The agent command comes after "
+        "`--` (default: this package's own server). Local commands: "
+        + "; ".join(f"{k}: {v}" for k, v in LOCAL_COMMANDS.items())
+        + ". Ctrl-C cancels the running turn; a second Ctrl-C quits.",
+    )
+    answer = parser.add_mutually_exclusive_group()
+    answer.add_argument(
+        "--auto-approve", action="store_true", help="allow every permission request"
+    )
+    answer.add_argument(
+        "--auto-reject", action="store_true", help="reject every permission request"
+    )
+    parser.add_argument(
+        "--cwd",
+        default=os.getcwd(),
+        help="the session's working directory; files and terminals are confined to it "
+        "(default: the current directory)",
+    )
+    return parser
+
+
+class ChatApp:
+    """One chat: an agent, a session, a loop of prompts."""
+
+    def __init__(
+        self, command: list[str], cwd: str, *, approve: bool | None, console: Console
+    ) -> None:
+        self.command = command
+        self.cwd = cwd
+        self.approve = approve  # None: ask the person
+        self.console = console
+        self.interactive = sys.stdin.isatty()
+        self.renderer = Renderer(console)
+        self.reader = LineReader(self.interactive, self._completions)
+        self.client: AcpClient | None = None
+        self.session_id = ""
+        self.in_turn = False
+        self.cancelling = False
+        self.interrupts = 0
+        self.quit_scope = anyio.CancelScope()
+
+    # -- the Observer interface ----------------------------------------------------------
+
+    def update(self, session_id: str, update: dict[str, Any]) -> None:
+        self.renderer.update(session_id, update)
+
+    def notice(self, method: str, params: dict[str, Any]) -> None:
+        self.renderer.notice(method, params)
+
+    async def ask_permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        options = [o for o in params.get("options") or [] if isinstance(o, dict)]
+        tool = params.get("toolCall") or {}
+        call_id = str(tool.get("toolCallId", ""))
+        title = tool.get("title") or self.renderer.tool_titles.get(call_id, call_id)
+        if self.approve is not None:
+            wanted = "allow" if self.approve else "reject"
+            for option in options:
+                if str(option.get("kind", "")).startswith(wanted):
+                    self.renderer.info(f"permission for {title}: {option.get('name')} (automatic)")
+                    return {"outcome": "selected", "optionId": option["optionId"]}
+            return {"outcome": "cancelled"}
+        menu = Text(f"permission needed: {title}", style="bold yellow")
+        for i, option in enumerate(options, 1):
+            menu.append(f"\n  {i}) {option.get('name')} [{option.get('kind')}]")
+        self.renderer.line(menu)
+        while True:
+            answer = await self.reader.readline(f"choose 1-{len(options)}: ")
+            if answer is None:
+                return {"outcome": "cancelled"}
+            chosen = pick_option(options, answer)
+            if not self.interactive:
+                self.renderer.info(f"choose 1-{len(options)}: {answer}")
+            if chosen is not None:
+                return {"outcome": "selected", "optionId": chosen["optionId"]}
+            self.renderer.error(f"not an option: {answer!r}")
+
+    # -- completion ---------------------------------------------------------------------
+
+    def _completions(self) -> list[str]:
+        return [f"/{name}" for name in self.renderer.commands] + list(LOCAL_COMMANDS)
+
+    # -- running -------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        try:
+            async with open_client(self.command, self.cwd, self) as client:
+                self.client = client
+                self.renderer.terminal_lookup = client.workspace.terminal_output
+                with self.quit_scope:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self._watch_interrupts)
+                        code = await self._session(client)
+                        tg.cancel_scope.cancel()
+                    return code
+                self.renderer.end_line()
+                self.renderer.info("bye")
+                return 0
+        except ConnectionClosed as exc:
+            self.renderer.error(str(exc))
+            self._show_stderr(tail=20)
+            return 1
+        finally:
+            self.reader.restore_terminal()
+
+    async def _session(self, client: AcpClient) -> int:
+        try:
+            info = await client.initialize()
+            agent = info.get("agentInfo") or {}
+            self.renderer.info(
+                f"connected to {agent.get('title') or agent.get('name', 'an agent')} "
+                f"{agent.get('version', '')} (protocol {info.get('protocolVersion')})"
+            )
+            session = await client.new_session(self.cwd)
+        except (RequestError, ConnectionClosed) as exc:
+            self.renderer.error(f"the agent did not start a session: {exc}")
+            self._show_stderr(tail=20)
+            return 1
+        self.session_id = str(session.get("sessionId"))
+        modes = session.get("modes") or {}
+        if modes:
+            self.renderer.mode = modes.get("currentModeId")
+            ids = ", ".join(m.get("id", "?") for m in modes.get("availableModes", []))
+            self.renderer.info(f"mode: {self.renderer.mode} (available: {ids})")
+        self.renderer.info("type a prompt; /help asks the agent; Ctrl-C cancels; Ctrl-D quits")
+        while True:
+            line = await self.reader.readline("> ")
+            if line is None:
+                self.renderer.end_line()
+                return 0
+            if not self.interactive:
+                self.renderer.line(Text(f"> {line}", style="bold"))
+            text = line.strip()
+            if not text:
+                continue
+            self.interrupts = 0
+            if text.split()[0] in LOCAL_COMMANDS:
+                if not await self._local(client, text):
+                    return 0
+                continue
+            if not await self._turn(client, line):
+                return 1
+
+    async def _turn(self, client: AcpClient, text: str) -> bool:
+        """Run one turn; False when the agent is gone."""
+        self.in_turn, self.cancelling = True, False
+        try:
+            stop = await client.prompt(self.session_id, text)
+            self.renderer.info(f"[{stop}]")
+        except RequestError as exc:
+            self.renderer.error(f"error {exc.code}: {exc.message}")
+        except ConnectionClosed as exc:
+            self.renderer.error(f"the agent exited: {exc}")
+            self._show_stderr(tail=20)
+            return False
+        finally:
+            self.in_turn = False
+        return True
+
+    async def _local(self, client: AcpClient, text: str) -> bool:
+        """A local command; False to quit."""
+        name, _, arg = text.partition(" ")
+        if name == "/quit":
+            return False
+        if name == "/stderr":
+            self._show_stderr()
+        elif name == "/mode":
+            if arg.strip():
+                try:
+                    await client.set_mode(self.session_id, arg.strip())
+                except RequestError as exc:
+                    self.renderer.error(f"error {exc.code}: {exc.message}")
+            else:
+                self.renderer.info(f"mode: {self.renderer.mode}")
+        return True
+
+    def _show_stderr(self, tail: int | None = None) -> None:
+        if self.client is None:
+            return
+        lines = list(self.client.agent.stderr_lines)
+        if tail is not None:
+            lines = lines[-tail:]
+        if not lines:
+            self.renderer.info("(the agent wrote nothing to stderr)")
+            return
+        self.renderer.line(Text("agent stderr:", style="bold"))
+        for entry in lines:
+            self.renderer.line(Text("  " + entry, style="dim"))
+
+    async def _watch_interrupts(self) -> None:
+        """Ctrl-C: cancel the running turn; a second Ctrl-C quits."""
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                if self.in_turn and not self.cancelling and self.client is not None:
+                    self.cancelling = True
+                    self.renderer.info("^C cancelling the turn (Ctrl-C again to quit)")
+                    await self.client.cancel(self.session_id)
+                    continue
+                self.interrupts += 1
+                if self.in_turn or self.interrupts >= 2:
+                    self.quit_scope.cancel()
+                    return
+                self.renderer.info("^C (press Ctrl-C again or Ctrl-D to quit)")
+
+
+def pick_option(options: Sequence[dict[str, Any]], answer: str) -> dict[str, Any] | None:
+    """The option an answer names: its number, id, kind, name, or y/n."""
+    answer = answer.strip().lower()
+    if answer.isdigit() and 1 <= int(answer) <= len(options):
+        return options[int(answer) - 1]
+    for option in options:
+        names = {str(option.get(k, "")).lower() for k in ("optionId", "kind", "name")}
+        if answer in names:
+            return option
+    prefix = {"y": "allow", "yes": "allow", "n": "reject", "no": "reject"}.get(answer)
+    if prefix is not None:
+        for option in options:
+            if str(option.get("kind", "")).startswith(prefix):
+                return option
+    return None
+
+
+def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(own options, agent command)`` split at the first ``--``."""
+    argv = list(argv)
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1 :]
+    return argv, []
+
+
+def main(argv: Sequence[str], *, backend: str = "asyncio") -> int:
+    own, command = split_command(argv)
+    args = build_parser().parse_args(own)
+    cwd = os.path.realpath(args.cwd)
+    if not os.path.isdir(cwd):
+        print(f"acp-agent chat: --cwd {args.cwd!r} is not a directory", file=sys.stderr)
+        return 2
+    approve = True if args.auto_approve else False if args.auto_reject else None
+    app = ChatApp(
+        command or default_agent_command(), cwd, approve=approve, console=Console(highlight=False)
+    )
+    try:
+        return int(anyio.run(app.run, backend=backend))
+    except AcpError as exc:
+        print(f"acp-agent chat: {exc}", file=sys.stderr)
+        return 1

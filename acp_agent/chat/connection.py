@@ -1,0 +1,272 @@
+"""The client end of an ACP connection, and the agent subprocess it talks to.
+
+:class:`ClientConnection` is a small JSON-RPC peer built on the sans-IO core
+(:mod:`acp_agent.jsonrpc`: framing, codec, pending ids) and any
+:class:`~acp_agent.transport.Transport`. Unlike the agent-side
+:class:`~acp_agent.connection.AgentSession`, it handles notifications *inline*, in
+the order they arrive, before the next frame is read: a client must render
+``session/update`` chunks in order, and before the ``session/prompt`` response that
+follows them. Requests from the agent (permission, fs, terminals) each run in a task
+so they can wait on the person without stopping the stream.
+
+:class:`AgentProcess` launches an agent command with anyio, in its own process
+group (so the person's Ctrl-C reaches the client only), exposes its pipes as a
+transport and keeps the tail of its stderr.
+
+It knows nothing of ACP methods: the client's behaviour is passed in as a
+:class:`ClientHandlers`.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections import deque
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+
+from acp_agent.errors import (
+    INTERNAL_ERROR,
+    REQUEST_CANCELLED,
+    ConnectionClosed,
+    RequestError,
+)
+from acp_agent.jsonrpc import (
+    ErrorResponse,
+    Invalid,
+    LineBuffer,
+    Notification,
+    PendingCalls,
+    Request,
+    RequestId,
+    Response,
+    decode,
+    encode_error,
+    encode_notification,
+    encode_request,
+    encode_result,
+)
+from acp_agent.transport import Transport
+
+log = logging.getLogger("acp_agent.chat")
+
+CANCEL_REQUEST = "$/cancel_request"
+
+
+class ClientHandlers(Protocol):
+    """What the client does with what the agent sends."""
+
+    def notification(self, method: str, params: Any) -> None:
+        """A notification, in arrival order. Must not block."""
+
+    async def request(self, method: str, params: Any) -> Any:
+        """A request from the agent; return the result or raise ``RequestError``."""
+
+
+class _Waiter:
+    __slots__ = ("error", "event", "result")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class ClientConnection:
+    """One JSON-RPC connection to an agent. Construct, then run :meth:`serve` in a task."""
+
+    def __init__(self, transport: Transport, handlers: ClientHandlers) -> None:
+        self._transport = transport
+        self._handlers = handlers
+        self._buffer = LineBuffer()
+        self._pending: PendingCalls[_Waiter] = PendingCalls()
+        self._inflight: dict[RequestId, anyio.CancelScope] = {}
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def serve(self) -> None:
+        """Read until the agent closes its stdout; then fail every pending call."""
+        try:
+            async with anyio.create_task_group() as tg:
+                await self._receive_loop(tg)
+                tg.cancel_scope.cancel()
+        finally:
+            self._closed = True
+            for _, method, waiter in self._pending.drain():
+                waiter.error = ConnectionClosed(
+                    f"the agent closed the connection before answering {method!r}"
+                )
+                waiter.event.set()
+
+    async def _receive_loop(self, tg: anyio.abc.TaskGroup) -> None:
+        while True:
+            try:
+                data = await self._transport.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            for line in self._buffer.feed(data):
+                if isinstance(line, bytes):
+                    for message in decode(line):
+                        self._on_message(message, tg)
+                else:
+                    log.warning("dropped an oversized line from the agent: %s", line)
+
+    def _on_message(self, message: object, tg: anyio.abc.TaskGroup) -> None:
+        if isinstance(message, Notification):
+            if message.method == CANCEL_REQUEST:
+                self._on_cancel_request(message.params)
+                return
+            try:
+                self._handlers.notification(message.method, message.params)
+            except Exception:
+                log.exception("handling %r failed", message.method)
+        elif isinstance(message, Request):
+            scope = anyio.CancelScope()
+            self._inflight[message.id] = scope
+            tg.start_soon(self._run_request, message, scope)
+        elif isinstance(message, Response | ErrorResponse):
+            entry = self._pending.pop(message.id)
+            if entry is None:
+                return
+            waiter = entry[1]
+            if isinstance(message, Response):
+                waiter.result = message.result
+            else:
+                waiter.error = RequestError.from_wire(message.error)
+            waiter.event.set()
+        elif isinstance(message, Invalid):
+            log.warning("the agent sent an invalid frame: %s", message.message)
+
+    def _on_cancel_request(self, params: Any) -> None:
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        scope = self._inflight.get(request_id)
+        if scope is not None:
+            scope.cancel()
+
+    async def _run_request(self, request: Request, scope: anyio.CancelScope) -> None:
+        frame: bytes | None = None
+        try:
+            with scope:
+                try:
+                    result = await self._handlers.request(request.method, request.params)
+                    frame = encode_result(request.id, result)
+                except RequestError as exc:
+                    if exc.data is None:
+                        frame = encode_error(request.id, exc.code, exc.message)
+                    else:
+                        frame = encode_error(request.id, exc.code, exc.message, exc.data)
+                except Exception:
+                    log.exception("handling %r failed", request.method)
+                    frame = encode_error(request.id, INTERNAL_ERROR, "Internal error")
+        finally:
+            self._inflight.pop(request.id, None)
+            if frame is None:
+                frame = encode_error(request.id, REQUEST_CANCELLED, "Request cancelled")
+            with anyio.CancelScope(shield=True):
+                await self._send(frame)
+
+    async def _send(self, frame: bytes) -> None:
+        try:
+            await self._transport.send(frame)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            raise ConnectionClosed(f"the agent is gone: {exc}") from exc
+
+    async def call(self, method: str, params: Any = None) -> Any:
+        """Send a request and wait for its result; an error answer raises ``RequestError``."""
+        if self._closed:
+            raise ConnectionClosed(f"cannot send {method!r}: the agent is gone")
+        waiter = _Waiter()
+        request_id = self._pending.allocate(method, waiter)
+        await self._send(encode_request(request_id, method, params))
+        try:
+            await waiter.event.wait()
+        except BaseException:
+            if self._pending.pop(request_id) is not None and not self._closed:
+                with anyio.CancelScope(shield=True):
+                    await self._send(encode_notification(CANCEL_REQUEST, {"requestId": request_id}))
+            raise
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.result
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        if self._closed:
+            raise ConnectionClosed(f"cannot send {method!r}: the agent is gone")
+        await self._send(encode_notification(method, params))
+
+
+# ----------------------------------------------------------------------- the subprocess
+
+
+class ProcessTransport:
+    """A :class:`~acp_agent.transport.Transport` over a child's stdout and stdin."""
+
+    def __init__(self, process: anyio.abc.Process) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self._stdin = process.stdin
+        self._stdout = process.stdout
+
+    async def receive(self) -> bytes:
+        return await self._stdout.receive()
+
+    async def send(self, data: bytes) -> None:
+        await self._stdin.send(data)
+
+    async def aclose(self) -> None:
+        await self._stdin.aclose()
+
+
+class AgentProcess:
+    """An agent command running as a child process, with the tail of its stderr."""
+
+    def __init__(self, process: anyio.abc.Process, command: Sequence[str]) -> None:
+        self.process = process
+        self.command = list(command)
+        self.transport = ProcessTransport(process)
+        self.stderr_lines: deque[str] = deque(maxlen=2000)
+        self._partial = b""
+
+    @classmethod
+    async def start(
+        cls, command: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> AgentProcess:
+        try:
+            process = await anyio.open_process(
+                list(command),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=env,
+                start_new_session=True,  # the person's Ctrl-C is for the client alone
+            )
+        except OSError as exc:
+            raise ConnectionClosed(f"cannot start {command[0]!r}: {exc}") from exc
+        return cls(process, command)
+
+    async def collect_stderr(self) -> None:
+        """Keep the agent's stderr lines (run as a task until the pipe closes)."""
+        assert self.process.stderr is not None
+        async for chunk in self.process.stderr:
+            lines = (self._partial + chunk).split(b"\n")
+            self._partial = lines.pop()
+            self.stderr_lines.extend(x.decode("utf-8", "replace") for x in lines)
+        if self._partial:
+            self.stderr_lines.append(self._partial.decode("utf-8", "replace"))
+
+    async def stop(self, grace: float = 3.0) -> int | None:
+        """Close the agent's stdin, wait ``grace`` seconds for it to exit, then kill it."""
+        with anyio.CancelScope(shield=True):
+            await self.transport.aclose()
+            with anyio.move_on_after(grace):
+                await self.process.wait()
+            if self.process.returncode is None:
+                self.process.kill()
+                await self.process.wait()
+        return self.process.returncode

@@ -1,0 +1,224 @@
+"""Showing a session in the terminal, with rich.
+
+:class:`Renderer` turns ``session/update`` notifications into terminal output as they
+arrive: message chunks are streamed as plain text, thoughts dimmed, plans as check
+lists, tool calls with their status, diffs coloured line by line, and the output of a
+terminal embedded in a tool call once that call finishes. It also keeps what the
+rest of the chat needs from the stream: the advertised slash commands (for
+completion), the current mode and each tool call's title.
+
+It knows nothing of the connection or of reading input.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console, RenderableType
+from rich.markup import escape
+from rich.panel import Panel
+from rich.text import Text
+
+from .workspace import TerminalState
+
+STATUS_STYLE = {
+    "pending": "yellow",
+    "in_progress": "cyan",
+    "completed": "green",
+    "failed": "red",
+}
+STATUS_MARK = {"pending": "○", "in_progress": "◐", "completed": "●", "failed": "✗"}
+PLAN_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+
+
+class Renderer:
+    """Prints one session's updates; remembers what the chat needs from them."""
+
+    def __init__(
+        self,
+        console: Console,
+        terminal_lookup: Callable[[str], TerminalState | None] = lambda _: None,
+    ) -> None:
+        self.console = console
+        self.terminal_lookup = terminal_lookup
+        self.commands: dict[str, dict[str, Any]] = {}
+        self.mode: str | None = None
+        self.tool_titles: dict[str, str] = {}
+        self._tool_terminals: dict[str, list[str]] = {}
+        self._streaming: str | None = None  # the chunk kind whose line is still open
+
+    # -- plumbing ------------------------------------------------------------------
+
+    def end_line(self) -> None:
+        """Close a streamed line before printing anything else."""
+        if self._streaming is not None:
+            self.console.out("")
+            self._streaming = None
+
+    def line(self, text: RenderableType, style: str | None = None) -> None:
+        self.end_line()
+        self.console.print(text, style=style, highlight=False)
+
+    def info(self, text: str) -> None:
+        self.line(Text(text, style="dim"))
+
+    def error(self, text: str) -> None:
+        self.line(Text(text, style="bold red"))
+
+    def notice(self, method: str, params: dict[str, Any]) -> None:
+        """A request the client served for the agent."""
+        if method == "fs/read_text_file":
+            self.info(f"  (read {params.get('path')})")
+        elif method == "fs/write_text_file":
+            self.info(
+                f"  (wrote {len(str(params.get('content', '')))} chars to {params.get('path')})"
+            )
+        elif method == "terminal/create":
+            command = " ".join([str(params.get("command")), *map(str, params.get("args") or [])])
+            self.info(f"  (started a terminal: {command})")
+
+    # -- updates ---------------------------------------------------------------------
+
+    def update(self, session_id: str, update: dict[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            handler(update)
+
+    def _stream(self, kind: str, text: str, style: str | None, prefix: str = "") -> None:
+        if self._streaming != kind:
+            self.end_line()
+            if prefix:
+                self.console.out(prefix, end="", style=style, highlight=False)
+        self.console.out(text, end="", style=style, highlight=False)
+        self._streaming = kind
+        if text.endswith("\n"):
+            self._streaming = None
+
+    @staticmethod
+    def _content_text(update: dict[str, Any]) -> str:
+        content = update.get("content")
+        if not isinstance(content, dict):
+            return ""
+        if content.get("type") == "text":
+            return str(content.get("text", ""))
+        return f"[{content.get('type')}]"
+
+    def _on_agent_message_chunk(self, update: dict[str, Any]) -> None:
+        self._stream("message", self._content_text(update), None)
+
+    def _on_agent_thought_chunk(self, update: dict[str, Any]) -> None:
+        self._stream("thought", self._content_text(update), "dim italic", "thinking: ")
+
+    def _on_user_message_chunk(self, update: dict[str, Any]) -> None:
+        self._stream("user", self._content_text(update), "bold", "> ")
+
+    def _on_plan(self, update: dict[str, Any]) -> None:
+        entries = update.get("entries") or []
+        text = Text("plan", style="bold magenta")
+        for entry in entries:
+            status = str(entry.get("status", "pending"))
+            text.append(f"\n  {PLAN_MARK.get(status, '[?]')} {entry.get('content', '')}")
+        self.line(text)
+
+    def _on_available_commands_update(self, update: dict[str, Any]) -> None:
+        commands = update.get("availableCommands") or []
+        self.commands = {str(c.get("name")): c for c in commands if isinstance(c, dict)}
+        names = " ".join(f"/{name}" for name in self.commands)
+        self.info(f"commands: {names}" if names else "no commands")
+
+    def _on_current_mode_update(self, update: dict[str, Any]) -> None:
+        self.mode = str(update.get("currentModeId"))
+        self.info(f"mode: {self.mode}")
+
+    def _on_config_option_update(self, update: dict[str, Any]) -> None:
+        values = [
+            f"{o.get('id')}={o.get('currentValue')}"
+            for o in update.get("configOptions") or []
+            if isinstance(o, dict)
+        ]
+        for option in update.get("configOptions") or []:
+            if isinstance(option, dict) and option.get("category") == "mode":
+                self.mode = str(option.get("currentValue"))
+        self.info("config: " + ", ".join(values))
+
+    def _on_session_info_update(self, update: dict[str, Any]) -> None:
+        if update.get("title"):
+            self.info(f"title: {update['title']}")
+
+    def _on_tool_call(self, update: dict[str, Any]) -> None:
+        call_id = str(update.get("toolCallId"))
+        title = str(update.get("title", call_id))
+        self.tool_titles[call_id] = title
+        self._tool_line(call_id, str(update.get("status", "pending")), update.get("kind"))
+        self._tool_content(call_id, update.get("content"))
+
+    def _on_tool_call_update(self, update: dict[str, Any]) -> None:
+        call_id = str(update.get("toolCallId"))
+        if "title" in update:
+            self.tool_titles[call_id] = str(update["title"])
+        status = update.get("status")
+        if status is not None:
+            self._tool_line(call_id, str(status), update.get("kind"))
+        self._tool_content(call_id, update.get("content"))
+        if status in ("completed", "failed"):
+            for terminal_id in self._tool_terminals.pop(call_id, []):
+                self._show_terminal(terminal_id)
+
+    def _tool_line(self, call_id: str, status: str, kind: Any) -> None:
+        style = STATUS_STYLE.get(status, "white")
+        text = Text(f"{STATUS_MARK.get(status, '?')} ", style=style)
+        text.append(self.tool_titles.get(call_id, call_id), style="bold")
+        if kind:
+            text.append(f" ({kind})", style="dim")
+        text.append(f" {status}", style=style)
+        self.line(text)
+
+    def _tool_content(self, call_id: str, content: Any) -> None:
+        for item in content or []:
+            if not isinstance(item, dict):
+                continue
+            kind = item.get("type")
+            if kind == "diff":
+                self.line(diff_text(item))
+            elif kind == "terminal":
+                terminal_id = str(item.get("terminalId"))
+                self._tool_terminals.setdefault(call_id, []).append(terminal_id)
+                self.info(f"  terminal {terminal_id} attached")
+            elif kind == "content":
+                self.line(Text("  " + self._content_text(item), style="dim"))
+
+    def _show_terminal(self, terminal_id: str) -> None:
+        term = self.terminal_lookup(terminal_id)
+        if term is None:
+            return
+        output = term.text().rstrip("\n")
+        title = f"$ {escape(term.command)}"
+        self.line(
+            Panel(Text(output or "(no output)"), title=title, title_align="left", expand=False)
+        )
+
+
+def diff_text(item: dict[str, Any]) -> Text:
+    """A coloured unified diff of one ``diff`` content item."""
+    path = str(item.get("path", "?"))
+    old = item.get("oldText")
+    new = str(item.get("newText", ""))
+    old_lines = old.splitlines() if isinstance(old, str) else []
+    header = f"  {'new file' if old is None else 'edit'}: {path}"
+    text = Text(header, style="bold")
+    lines = difflib.unified_diff(old_lines, new.splitlines(), lineterm="", n=2)
+    for line in list(lines)[2:]:  # skip the ---/+++ header
+        style = (
+            "green"
+            if line.startswith("+")
+            else "red"
+            if line.startswith("-")
+            else "cyan"
+            if line.startswith("@@")
+            else None
+        )
+        text.append("\n  " + line, style=style)
+    return text

@@ -1,0 +1,299 @@
+"""``acp-agent``: the command line, and the composition root of the package (layer 6).
+
+With no subcommand it serves an agent over stdio, for an editor to launch: the
+reference agent, or the language-model agent of :mod:`acp_agent.llm` when a model is
+configured. Subcommands: ``chat`` (a terminal client for any ACP agent), ``demo``
+(drive the server through a scripted session) and ``conformance`` (the conformance
+suite against any agent command).
+
+This module only wires things together. It imports what each path needs lazily, so
+``acp-agent`` starts fast and the serving path never imports rich.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+SUBCOMMANDS = ("chat", "demo", "conformance")
+
+# flag -> environment variable; every flag has one.
+ENV = {
+    "log_level": "ACP_AGENT_LOG_LEVEL",
+    "log_file": "ACP_AGENT_LOG_FILE",
+    "store": "ACP_AGENT_DB",
+    "busy_policy": "ACP_AGENT_BUSY_POLICY",
+    "turn_timeout": "ACP_AGENT_TURN_TIMEOUT",
+    "backend": "ACP_AGENT_BACKEND",
+    "dispatcher": "ACP_AGENT_DISPATCHER",
+    "model": "ACP_AGENT_MODEL",
+}
+
+DESCRIPTION = """\
+Serve an ACP (Agent Client Protocol) agent over stdio: JSON-RPC 2.0, one JSON
+message per line. An editor such as Zed launches this command and talks to it
+on stdin/stdout. Without a language model configured it serves the reference
+agent, whose slash commands (/help lists them) exercise every protocol feature.
+"""
+
+EPILOG = """\
+subcommands:
+  chat [--auto-approve|--auto-reject] [-- AGENT_COMMAND...]
+                        talk to an ACP agent from the terminal (default agent:
+                        this server); `acp-agent chat --help` for more
+  demo [-- AGENT_COMMAND...]
+                        run this server as a subprocess through a scripted
+                        session and check every step
+  conformance [OPTIONS] -- AGENT_COMMAND...
+                        run the conformance suite against an agent command
+
+every flag can also be set through its environment variable (the flag wins).
+logs go to stderr (stdout carries only protocol messages), or to --log-file.
+
+exit codes:
+  0  success (the server ran until its client closed stdin, or SIGTERM)
+  1  a demo step or a conformance check failed
+  2  usage or configuration error
+"""
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(ENV[name])
+    return value if value else None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="acp-agent",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"acp-agent {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default=_env("log_level") or "WARNING",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+        help="how much to log (default WARNING, i.e. quiet) [env ACP_AGENT_LOG_LEVEL]",
+    )
+    parser.add_argument(
+        "--log-file",
+        metavar="PATH",
+        default=_env("log_file"),
+        help="append logs to this file instead of stderr [env ACP_AGENT_LOG_FILE]",
+    )
+    parser.add_argument(
+        "--store",
+        metavar="PATH|memory",
+        default=_env("store"),
+        help="where sessions are kept: a SQLite file, or `memory` to keep nothing "
+        "(default: sessions.sqlite3 in the user data directory) [env ACP_AGENT_DB]",
+    )
+    parser.add_argument(
+        "--busy-policy",
+        default=_env("busy_policy") or "reject",
+        choices=["reject", "queue"],
+        help="a prompt for a session that is already busy is refused at once "
+        "(reject, the default) or waits its turn (queue) [env ACP_AGENT_BUSY_POLICY]",
+    )
+    parser.add_argument(
+        "--turn-timeout",
+        metavar="SECONDS",
+        default=_env("turn_timeout"),
+        type=_positive_float,
+        help="end any prompt turn that runs longer with an error (default: no limit) "
+        "[env ACP_AGENT_TURN_TIMEOUT]",
+    )
+    parser.add_argument(
+        "--backend",
+        default=_env("backend") or "asyncio",
+        choices=["asyncio", "trio"],
+        help="the event loop to run on (default asyncio) [env ACP_AGENT_BACKEND]",
+    )
+    parser.add_argument(
+        "--dispatcher",
+        default=_env("dispatcher") or "native",
+        choices=["native", "jsonrpcserver"],
+        help="how requests are dispatched to handlers (default native) [env ACP_AGENT_DISPATCHER]",
+    )
+    parser.add_argument(
+        "--model",
+        default=_env("model"),
+        help="serve the language-model agent with this model instead of the "
+        "reference agent [env ACP_AGENT_MODEL]",
+    )
+    return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _check_env_choices(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse checks ``choices`` of typed flags only; values from the environment too."""
+    for action in parser._actions:  # argparse offers no public listing
+        if action.choices is None or action.dest not in ENV:
+            continue
+        value = getattr(args, action.dest)
+        if value is not None and value not in action.choices:
+            parser.error(
+                f"{ENV[action.dest]}={value!r}: choose from {', '.join(map(str, action.choices))}"
+            )
+    raw_timeout = getattr(args, "turn_timeout", None)
+    if isinstance(raw_timeout, str):
+        try:
+            args.turn_timeout = _positive_float(raw_timeout)
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"{ENV['turn_timeout']}: {exc}")
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
+    """``(global options, subcommand or None, the subcommand's own arguments)``."""
+    takes_value = {
+        "--log-level",
+        "--log-file",
+        "--store",
+        "--busy-policy",
+        "--turn-timeout",
+        "--backend",
+        "--dispatcher",
+        "--model",
+    }
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg in SUBCOMMANDS and (i == 0 or argv[i - 1] not in takes_value):
+            return list(argv[:i]), arg, list(argv[i + 1 :])
+    return list(argv), None, []
+
+
+def configure_logging(level: str, log_file: str | None) -> None:
+    """Logs go to stderr (stdout is the protocol's), or to ``log_file``."""
+    handler: logging.Handler = (
+        logging.FileHandler(log_file, encoding="utf-8")
+        if log_file
+        else logging.StreamHandler(sys.stderr)
+    )
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def fail(message: str) -> NoReturn:
+    print(f"acp-agent: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+# ----------------------------------------------------------------------- serving
+
+
+def build_agent(args: argparse.Namespace) -> Any:
+    """The agent to serve: the LLM agent when a model is configured, else the reference."""
+    if args.model:
+        # Hook: the language-model agent lives in acp_agent.llm (its own package).
+        try:
+            import acp_agent.llm as llm  # type: ignore[import-not-found,unused-ignore]
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("acp_agent.llm", "acp_agent"):
+                raise
+            fail(
+                f"--model/ACP_AGENT_MODEL is set ({args.model!r}) but this installation "
+                "has no language-model agent (acp_agent.llm); unset it to serve the "
+                "reference agent"
+            )
+        build = getattr(llm, "build_agent", None)
+        if build is None:
+            fail("acp_agent.llm has no build_agent(args): the language-model agent is incomplete")
+        return build(args)
+    from .reference import ReferenceAgent
+
+    return ReferenceAgent()
+
+
+def dispatcher_for(name: str) -> Any:
+    """The dispatcher class for ``--dispatcher`` (None: the connection's native one)."""
+    if name == "native":
+        return None
+    from . import connection
+
+    found = getattr(connection, "JsonRpcServerDispatcher", None)
+    if found is None:
+        fail("--dispatcher jsonrpcserver is not available in this version")
+    return found
+
+
+def serve(args: argparse.Namespace) -> int:
+    from .runner import run_agent
+
+    agent = build_agent(args)
+    return run_agent(
+        agent,
+        backend=args.backend,
+        store=args.store,
+        busy_policy=args.busy_policy,
+        turn_timeout=args.turn_timeout,
+        dispatcher=dispatcher_for(args.dispatcher),
+    )
+
+
+# ----------------------------------------------------------------------- subcommands
+
+
+def run_chat(args: argparse.Namespace, rest: list[str]) -> int:
+    from .chat.app import main as chat_main
+
+    return chat_main(rest, backend=args.backend)
+
+
+def run_demo(args: argparse.Namespace, rest: list[str]) -> int:
+    from .chat.demo import main as demo_main
+
+    return demo_main(rest, backend=args.backend)
+
+
+def run_conformance(rest: list[str]) -> int:
+    try:
+        from conformance.cli import main as conformance_main
+    except ModuleNotFoundError as exc:
+        if exc.name != "conformance" and not str(exc.name).startswith("conformance."):
+            raise
+        fail("the conformance suite is not installed (the `conformance` package)")
+    return int(conformance_main(rest))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    global_argv, command, rest = split_argv(argv)
+    parser = build_parser()
+    args = parser.parse_args(global_argv)
+    _check_env_choices(parser, args)
+    configure_logging(args.log_level, args.log_file)
+    if command == "conformance":
+        return run_conformance(rest)
+    if command == "chat":
+        return run_chat(args, rest)
+    if command == "demo":
+        return run_demo(args, rest)
+    return serve(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,261 @@
+"""The LLM coding agent: a tool loop between an OpenAI-compatible model and ACP.
+
+:class:`LlmAgent` runs each prompt turn as a loop of model requests. Each request's
+conversation is rebuilt from the session history (:mod:`acp_agent.llm.context`), the
+answer streams to the client as it arrives (text as ``agent_message_chunk``,
+reasoning as ``agent_thought_chunk``), and every tool call the model asks for runs as
+a visible ACP tool call (:mod:`acp_agent.llm.tools`, MCP tools through
+:mod:`acp_agent.llm.mcp_host`).
+
+The turn has one authoritative end, decided here and nowhere else: the model stops
+asking for tools (``end_turn``), runs out of tokens (``length`` -> ``max_tokens``),
+refuses (``content_filter`` or a ``refusal`` -> ``refusal``), or the turn reaches
+``max_turn_requests`` model requests. Endpoint failures end the turn with the
+backend's :class:`~acp_agent.llm.backend.ModelError` (a ``-32603`` error); a
+cancelled turn unwinds through the cancellation exception (nothing here shields the
+HTTP stream or a running tool) and the library answers ``cancelled``.
+
+Each turn owns one ``httpx.AsyncClient``: its connections close when the turn ends,
+whichever way it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Any, ClassVar, Final
+
+import anyio
+import httpx
+import orjson
+
+from ..agent import Agent, PromptCapabilities, PromptTurn, StopReason
+from ..client import SessionClient, text_block, text_content
+from ..session import Session
+from .backend import ChatBackend
+from .config import LlmConfig
+from .context import META_KEY, build_messages, system_prompt
+from .mcp_host import McpHost, McpSessionLink, describe
+from .stream import Delta, ModelResponse, TextDelta
+from .tools import (
+    BUILTIN_SCHEMAS,
+    BUILTINS,
+    Invocation,
+    ToolFailure,
+    Workspace,
+    clip,
+    describe_error,
+)
+
+log = logging.getLogger("acp_agent.llm")
+
+LINK_KEY: Final = "llm.mcp"
+REPORTED_KEY: Final = "llm.mcp_reported"
+CLOSE_GRACE: Final = 2.0
+
+
+class LlmAgent(Agent):
+    """An ACP agent backed by an OpenAI-compatible chat-completions endpoint."""
+
+    name = "acp-agent-llm"
+    title = "acp-agent (LLM)"
+    version = "0.1.0"
+    prompt_capabilities: ClassVar[PromptCapabilities] = {"embeddedContext": True}
+    mcp_http = True
+
+    def __init__(
+        self, config: LlmConfig, *, http_transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.config = config
+        self.mcp = McpHost(config.mcp_connect_timeout)
+        self._http_transport = http_transport
+
+    def __repr__(self) -> str:
+        return f"LlmAgent(model={self.config.model!r}, base_url={self.config.base_url!r})"
+
+    # ------------------------------------------------------------------ sessions
+
+    async def new_session(self, session: Session) -> None:
+        await self._open_mcp(session)
+
+    async def load_session(self, session: Session) -> None:
+        await self._open_mcp(session)
+
+    async def _open_mcp(self, session: Session) -> None:
+        # Connecting starts now and runs in the MCP host while the client sets up;
+        # the first prompt turn waits for it and reports failures (updates may not
+        # precede the session/new response, so they cannot be reported here).
+        if session.mcp_servers:
+            session.state[LINK_KEY] = await self.mcp.open_session(
+                list(session.mcp_servers), session.cwd
+            )
+
+    async def close_session(self, session: Session) -> None:
+        link = session.state.pop(LINK_KEY, None)
+        if isinstance(link, McpSessionLink):
+            await self.mcp.close_session(link)
+
+    async def aclose(self) -> None:
+        """Stop every MCP server this agent started (sessions normally do it on close)."""
+        await self.mcp.aclose()
+
+    # ------------------------------------------------------------------ turns
+
+    async def prompt(self, turn: PromptTurn) -> StopReason:
+        session, client = turn.session, turn.client
+        link = session.state.get(LINK_KEY)
+        link = link if isinstance(link, McpSessionLink) else None
+        notes: list[str] = []
+        if link is not None:
+            await self.mcp.wait_ready(link)
+            if not session.state.get(REPORTED_KEY):
+                session.state[REPORTED_KEY] = True
+                for failure in link.failures:
+                    await notice(client, failure)
+            if link.failures:
+                notes.append("Unavailable MCP servers: " + "; ".join(link.failures))
+        tools = [*BUILTIN_SCHEMAS]
+        if link is not None:
+            tools.extend(t.openai_schema() for t in link.tools.values())
+        http = httpx.AsyncClient(
+            timeout=ChatBackend.timeout(self.config), transport=self._http_transport
+        )
+        try:
+            loop = _TurnLoop(self, turn, ChatBackend(self.config, http), tools, link, notes)
+            return await loop.run()
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_GRACE):
+                await http.aclose()
+
+
+async def notice(client: SessionClient, text: str, *, thought: bool = False) -> None:
+    """A message to the person that is not model output (left out of the model's context)."""
+    await client.update(
+        {
+            "sessionUpdate": "agent_thought_chunk" if thought else "agent_message_chunk",
+            "content": text_block(text if thought else text + "\n"),
+            "messageId": f"notice_{secrets.token_hex(6)}",
+            "_meta": {META_KEY: {"notice": True}},
+        }
+    )
+
+
+class _TurnLoop:
+    """One prompt turn's model/tool loop."""
+
+    def __init__(
+        self,
+        agent: LlmAgent,
+        turn: PromptTurn,
+        backend: ChatBackend,
+        tools: list[dict[str, Any]],
+        link: McpSessionLink | None,
+        notes: list[str],
+    ) -> None:
+        self.agent = agent
+        self.config = agent.config
+        self.turn = turn
+        self.session = turn.session
+        self.client = turn.client
+        self.backend = backend
+        self.tools = tools
+        self.link = link
+        self.system = system_prompt(
+            self.config.system_prompt, self.session.cwd, self.session.roots, notes
+        )
+        self.workspace = Workspace(self.session, self.client, self.config)
+        self.message_id = ""
+
+    async def run(self) -> StopReason:
+        for step in range(1, self.config.max_turn_requests + 1):
+            self.message_id = f"{self.turn.turn_id}_m{step}"
+            messages = build_messages(self.system, self.session.history.turns)
+            response = await self.backend.complete(
+                messages, self.tools, self._on_delta, self._on_retry
+            )
+            await self._report_usage(response)
+            if response.refusal is not None or response.finish_reason == "content_filter":
+                if response.refusal:
+                    await self.client.message(response.refusal, message_id=self.message_id)
+                return "refusal"
+            if response.finish_reason == "length":
+                return "max_tokens"
+            if not response.tool_calls:
+                if response.empty:
+                    await notice(self.client, "The model returned an empty response.")
+                return "end_turn"
+            for call in response.tool_calls:
+                await self._run_tool(call.name, call.arguments)
+        await notice(
+            self.client,
+            f"Stopped: this turn reached its limit of {self.config.max_turn_requests} "
+            "model requests.",
+        )
+        return "max_turn_requests"
+
+    async def _on_delta(self, delta: Delta) -> None:
+        if isinstance(delta, TextDelta):
+            await self.client.message(delta.text, message_id=self.message_id)
+        else:
+            await self.client.thought(delta.text, message_id=self.message_id + "_r")
+
+    async def _on_retry(self, text: str) -> None:
+        await notice(self.client, text, thought=True)
+
+    async def _report_usage(self, response: ModelResponse) -> None:
+        # R-USAGE-2: without a known context window there is no meaningful size.
+        if response.usage is not None and self.config.context_window:
+            await self.client.usage(response.usage.total_tokens, self.config.context_window)
+
+    async def _run_tool(self, name: str, arguments: str) -> None:
+        args: Any
+        problem: str | None = None
+        try:
+            args = orjson.loads(arguments) if arguments.strip() else {}
+        except orjson.JSONDecodeError:
+            args, problem = {}, f"the arguments for {name!r} are not valid JSON"
+        if not isinstance(args, dict):
+            args, problem = {}, f"the arguments for {name!r} must be a JSON object"
+        inv = Invocation(
+            self.client, name=name, arguments=arguments, args=args, message_id=self.message_id
+        )
+        try:
+            if problem is not None:
+                raise ToolFailure(problem)
+            builtin = BUILTINS.get(name)
+            if builtin is not None:
+                await builtin(inv, self.workspace)
+            elif self.link is not None and name in self.link.tools:
+                await self._run_mcp(inv, self.link)
+            else:
+                raise ToolFailure(f"there is no tool named {name!r}")
+        except Exception as exc:
+            message = describe_error(exc)
+            if not isinstance(exc, ToolFailure):
+                log.warning("tool %s failed: %s", name, message)
+            if inv.handle is None:
+                await inv.announce(f"{name or 'unknown tool'}", "other")
+            if not inv.finished:
+                await inv.fail(f"Error: {message}")
+        except BaseException:
+            # Cancelled: end the visible tool call (v1 has no "cancelled" status).
+            if inv.handle is not None and not inv.finished:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_GRACE):
+                    await inv.fail("The tool call was cancelled.")
+            raise
+
+    async def _run_mcp(self, inv: Invocation, link: McpSessionLink) -> None:
+        tool = link.tools[inv.name]
+        await inv.announce(f"{tool.server}: {tool.tool}", "other")
+        if not await inv.permit():
+            return
+        await inv.start()
+        try:
+            text, is_error = await self.agent.mcp.call(link, inv.name, inv.args)
+        except Exception as exc:
+            raise ToolFailure(f"MCP server {tool.server!r} failed: {describe(exc)}") from None
+        text = clip(text, self.config.max_tool_output)
+        if is_error:
+            await inv.fail(text)
+        else:
+            await inv.succeed(text, content=[text_content(text)])
