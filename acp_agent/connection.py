@@ -28,6 +28,7 @@ from the layer above (:class:`MethodTable`).
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -70,14 +71,15 @@ log = logging.getLogger("acp_agent.connection")
 CANCEL_REQUEST: Final = "$/cancel_request"
 HIGH_WATER: Final = 1 << 18  # outbox bytes above which senders wait for the writer
 YIELD_EVERY: Final = 64  # enqueues between forced checkpoints (lets the reader run)
-SHUTDOWN_GRACE: Final = 0.5  # seconds in-flight handlers get to answer on shutdown
+FINISH_GRACE: Final = 0.2  # seconds in-flight handlers get to finish after EOF
+SHUTDOWN_GRACE: Final = 0.5  # seconds cancelled handlers get to answer on shutdown
 FLUSH_GRACE: Final = 1.0  # seconds the last writes may take
 
 
 class RequestContext:
     """Per inbound request: its id, its cancel scope, what to do after the answer."""
 
-    __slots__ = ("after_response", "cancel_hook", "cancelled", "id", "method", "scope")
+    __slots__ = ("after_response", "cancel_hook", "cancelled", "id", "method", "scope", "state")
 
     def __init__(self, request_id: RequestId, method: str) -> None:
         self.id = request_id
@@ -88,6 +90,8 @@ class RequestContext:
         #: answers ``stopReason: "cancelled"`` rather than ``-32800``)
         self.cancel_hook: Callable[[], None] | None = None
         self.after_response: list[Callable[[], Awaitable[None]]] = []
+        #: what a ``prepare`` hook hands to the request's handler
+        self.state: dict[str, Any] = {}
 
     def cancel(self) -> None:
         """Cancel this request (``$/cancel_request`` or shutdown)."""
@@ -104,10 +108,19 @@ NotificationFn = Callable[[Any], Awaitable[None]]
 
 @dataclass
 class MethodTable:
-    """The methods a connection serves. ``fallback_*`` take the method name first."""
+    """The methods a connection serves. ``fallback_*`` take the method name first.
+
+    Order: inbound frames are seen in arrival order by the synchronous hooks —
+    ``prepare`` (run for a request before its handler task starts) and ``inline``
+    notification handlers — so that, say, a ``session/cancel`` applies exactly to
+    the prompts that arrived before it. Async notification handlers run one at a
+    time, in arrival order, in a task of their own.
+    """
 
     requests: dict[str, RequestFn] = field(default_factory=dict)
     notifications: dict[str, NotificationFn] = field(default_factory=dict)
+    inline: dict[str, Callable[[Any], None]] = field(default_factory=dict)
+    prepare: dict[str, Callable[[Any, RequestContext], None]] = field(default_factory=dict)
     fallback_request: Callable[[str, Any, RequestContext], Awaitable[Any]] | None = None
     fallback_notification: Callable[[str, Any], Awaitable[None]] | None = None
 
@@ -130,6 +143,10 @@ class NativeDispatcher:
         fn = self._table.requests.get(method)
         if fn is not None:
             return await fn(params, ctx)
+        inline = self._table.inline.get(method)
+        if inline is not None:
+            inline(params)
+            return None
         note = self._table.notifications.get(method)
         if note is not None:
             # A notification method sent as a request (some clients send session/cancel
@@ -180,8 +197,10 @@ class AgentSession:
         self._since_yield = 0
         self._closed = False
         self._writer_failed = False
+        self._writing = False  # the writer holds a batch it has not finished sending
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: anyio.Event | None = None  # set when the last in-flight request ends
+        self._notes: deque[Notification] = deque()
 
     # ------------------------------------------------------------------ state
 
@@ -244,12 +263,26 @@ class AgentSession:
                     )
                     continue
                 self._inflight[k] = ctx
+                prepare = self._table.prepare.get(msg.method)
+                if prepare is not None:
+                    try:
+                        prepare(msg.params, ctx)
+                    except Exception:  # the handler will meet the same input and answer
+                        log.exception("prepare hook for %r failed", msg.method)
                 tg.start_soon(self._run_request, msg, ctx)
             elif isinstance(msg, Notification):
+                inline = self._table.inline.get(msg.method)
                 if msg.method == CANCEL_REQUEST:
                     self._on_cancel_request(msg.params)
+                elif inline is not None:
+                    try:
+                        inline(msg.params)
+                    except Exception:
+                        log.exception("notification handler for %r failed", msg.method)
                 else:
-                    tg.start_soon(self._run_notification, msg)
+                    self._notes.append(msg)
+                    if len(self._notes) == 1:
+                        tg.start_soon(self._drain_notifications)
             elif isinstance(msg, Response | ErrorResponse):
                 self._on_response(msg)
             elif isinstance(msg, Invalid):
@@ -297,6 +330,12 @@ class AgentSession:
                 request_id, value["code"], value["message"], value.get("data", MISSING)
             )
         self._enqueue(frame)
+
+    async def _drain_notifications(self) -> None:
+        # One task at a time works through the queue, so handlers see arrival order.
+        while self._notes:
+            await self._run_notification(self._notes[0])
+            self._notes.popleft()
 
     async def _run_notification(self, note: Notification) -> None:
         fn = self._table.notifications.get(note.method)
@@ -414,6 +453,7 @@ class AgentSession:
         self._outbox_size = 0
         if self._writer_failed:
             return
+        self._writing = True
         try:
             await self._transport.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
@@ -421,10 +461,12 @@ class AgentSession:
             log.warning("the client stopped reading (%s); output is dropped", exc)
             self._writer_failed = True
             self._drained.set()
+        finally:
+            self._writing = False
 
     async def flush(self) -> None:
-        """Wait until everything enqueued so far has been written."""
-        while self._outbox and not self._writer_failed:
+        """Wait until everything enqueued so far has been written (not just taken)."""
+        while (self._outbox or self._writing) and not self._writer_failed:
             if self._drained.is_set():
                 self._drained = anyio.Event()
             self._wake.set()
@@ -438,12 +480,17 @@ class AgentSession:
         for _, method, waiter in self._pending.drain():
             waiter.error = ConnectionClosed(f"the connection closed before {method!r} was answered")
             waiter.event.set()
-        # In-flight handlers are cancelled and get a short time to answer.
-        for ctx in list(self._inflight.values()):
-            ctx.cancel()
-        if self._inflight:
+        # In-flight handlers get a moment to finish what the client asked before it
+        # closed its end (a piped "initialize, session/new"), then are cancelled and
+        # get a moment more to answer.
+        for grace, cancel in ((FINISH_GRACE, False), (SHUTDOWN_GRACE, True)):
+            if not self._inflight:
+                break
+            if cancel:
+                for ctx in list(self._inflight.values()):
+                    ctx.cancel()
             self._idle = anyio.Event()
-            with anyio.move_on_after(SHUTDOWN_GRACE):
+            with anyio.move_on_after(grace):
                 await self._idle.wait()
         with anyio.move_on_after(FLUSH_GRACE):
             await self.flush()

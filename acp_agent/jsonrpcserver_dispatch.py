@@ -43,7 +43,7 @@ class _Methods(Mapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         native = self._native
 
-        async def adapter(ctx: RequestContext, *args: Any, **kwargs: Any) -> Any:
+        async def adapter(ctx: RequestContext, /, *args: Any, **kwargs: Any) -> Any:
             from jsonrpcserver import Error, Success
 
             params: Any = list(args) if args else kwargs

@@ -31,8 +31,8 @@ from datetime import datetime, timezone
 from typing import Any, Final, Literal
 
 import anyio
-import anyio.to_thread
 import anyio.abc
+import anyio.to_thread
 
 from .agent import Agent, ConfigOption, InitializeParams, PromptTurn
 from .client import ClientCapabilities, SessionClient
@@ -251,7 +251,8 @@ class AcpServer:
         }
         return MethodTable(
             requests=requests,
-            notifications={"session/cancel": self._cancel},
+            inline={"session/cancel": self._cancel},
+            prepare={"session/prompt": self._claim_slot},
             fallback_request=self._ext_request,
             fallback_notification=self._ext_notification,
         )
@@ -698,7 +699,25 @@ class AcpServer:
 
     # ------------------------------------------------------------------ prompt turns
 
-    async def _acquire_slot(self, session: Session, turn: Turn) -> None:
+    def _enqueue_waiter(self, session: Session) -> anyio.Event:
+        waiter = anyio.Event()
+        self._waiting.setdefault(session.session_id, deque()).append(waiter)
+        return waiter
+
+    async def _acquire_slot(
+        self, session: Session, turn: Turn, waiter: anyio.Event | None = None
+    ) -> None:
+        """Take the slot, refusing at once or waiting in FIFO order (``busy_policy``).
+
+        ``waiter`` is a place in the queue taken at arrival (by :meth:`_claim_slot`).
+        """
+        if waiter is not None:
+            try:
+                await waiter.wait()
+            finally:
+                queue = self._waiting.get(session.session_id)
+                if queue is not None and waiter in queue:
+                    queue.remove(waiter)
         while not session.slot.try_start(turn):
             if session.closed or session.session_id not in self.sessions:
                 raise ResourceNotFound(
@@ -709,32 +728,72 @@ class AcpServer:
                 raise PromptAlreadyActive(
                     f"A prompt is already active for session {session.session_id}"
                 )
-            waiter = anyio.Event()
-            queue = self._waiting.setdefault(session.session_id, deque())
-            queue.append(waiter)
+            waiter = self._enqueue_waiter(session)
             try:
                 await waiter.wait()
             finally:
-                if waiter in queue:
+                queue = self._waiting.get(session.session_id)
+                if queue is not None and waiter in queue:
                     queue.remove(waiter)
+
+    def _drop_waiter(self, session: Session, waiter: anyio.Event) -> None:
+        queue = self._waiting.get(session.session_id)
+        if queue is not None and waiter in queue:
+            was_first = queue[0] is waiter
+            queue.remove(waiter)
+            if was_first and waiter.is_set():
+                self._wake_next(session)
 
     def _wake_next(self, session: Session) -> None:
         queue = self._waiting.get(session.session_id)
         if queue:
             queue.popleft().set()
 
-    async def _prompt(self, params: Any, ctx: RequestContext) -> JSON:
-        raw = _params(params)
-        session = self._live(_session_id(raw))
-        await self._models()
-        from .protocol import PromptRequest
-        from .protocol.wire import from_wire
+    def _claim_slot(self, params: Any, ctx: RequestContext) -> None:
+        """Take the prompt slot in arrival order (run by the receive loop, not a task).
 
-        request = from_wire(PromptRequest, raw)
-        blocks = raw["prompt"]
-        self._check_prompt_blocks(blocks)
+        A ``session/cancel`` read right after this prompt then finds its turn, even
+        if the prompt's handler task has not started yet.
+        """
+        if not self.initialized or not isinstance(params, dict):
+            return
+        session = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        if session is None:
+            return
         turn = Turn(f"turn_{secrets.token_hex(8)}")
-        await self._acquire_slot(session, turn)
+        if session.slot.try_start(turn):
+            ctx.state["turn"] = (session, turn)
+            ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
+        elif self.busy_policy == "queue" and not session.closed:
+            # Queue in arrival order, not in the order handler tasks happen to start.
+            ctx.state["waiter"] = (session, self._enqueue_waiter(session))
+
+    async def _prompt(self, params: Any, ctx: RequestContext) -> JSON:
+        claimed: tuple[Session, Turn] | None = ctx.state.pop("turn", None)
+        queued: tuple[Session, anyio.Event] | None = ctx.state.pop("waiter", None)
+        try:
+            raw = _params(params)
+            session = self._live(_session_id(raw))
+            await self._models()
+            from .protocol import PromptRequest
+            from .protocol.wire import from_wire
+
+            request = from_wire(PromptRequest, raw)
+            blocks = raw["prompt"]
+            self._check_prompt_blocks(blocks)
+        except BaseException:
+            if claimed is not None:
+                claimed[0].slot.end_if_current(claimed[1])
+                self._wake_next(claimed[0])
+            if queued is not None:
+                self._drop_waiter(*queued)
+            raise
+        if claimed is not None and claimed[0] is session:
+            turn = claimed[1]
+        else:
+            turn = Turn(f"turn_{secrets.token_hex(8)}")
+            waiter = queued[1] if queued is not None and queued[0] is session else None
+            await self._acquire_slot(session, turn, waiter)
         try:
             ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
             previous = session.last_turn
@@ -797,7 +856,7 @@ class AcpServer:
             session.slot.cancel()
         turn.cancel(reason)
 
-    async def _cancel(self, params: Any) -> None:
+    def _cancel(self, params: Any) -> None:
         raw = params if isinstance(params, dict) else {}
         session_id = raw.get("sessionId")
         if not isinstance(session_id, str):

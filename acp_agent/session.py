@@ -201,7 +201,7 @@ USER_KIND: Final = "user_message_chunk"
 
 def _pack(event: JSON) -> JsonText:
     # text, not bytes: orjson's bytes keep a 4 KiB buffer each
-    return JsonText(orjson.dumps(event).decode())
+    return orjson.dumps(event).decode()
 
 
 class TurnSink(Protocol):

@@ -85,7 +85,7 @@ class ChatApp:
         self.in_turn = False
         self.cancelling = False
         self.interrupts = 0
-        self.quit_scope = anyio.CancelScope()
+        self.quit_scope: anyio.CancelScope | None = None
 
     # -- the Observer interface ----------------------------------------------------------
 
@@ -134,6 +134,7 @@ class ChatApp:
             async with open_client(self.command, self.cwd, self) as client:
                 self.client = client
                 self.renderer.terminal_lookup = client.workspace.terminal_output
+                self.quit_scope = anyio.CancelScope()
                 with self.quit_scope:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(self._watch_interrupts)
@@ -240,14 +241,14 @@ class ChatApp:
             async for _ in signals:
                 if self.in_turn and not self.cancelling and self.client is not None:
                     self.cancelling = True
-                    self.renderer.info("^C cancelling the turn (Ctrl-C again to quit)")
+                    self.renderer.info("cancelling the turn (Ctrl-C again to quit)")
                     await self.client.cancel(self.session_id)
                     continue
                 self.interrupts += 1
-                if self.in_turn or self.interrupts >= 2:
+                if (self.in_turn or self.interrupts >= 2) and self.quit_scope is not None:
                     self.quit_scope.cancel()
                     return
-                self.renderer.info("^C (press Ctrl-C again or Ctrl-D to quit)")
+                self.renderer.info("(press Ctrl-C again or Ctrl-D to quit)")
 
 
 def pick_option(options: Sequence[dict[str, Any]], answer: str) -> dict[str, Any] | None:

@@ -90,6 +90,7 @@ class Demo:
     recorder: Recorder
     console: Console
     root: Path
+    step_timeout: float = 10.0
     session_id: str = ""
     passed: int = 0
     failed: list[str] = field(default_factory=list)
@@ -104,7 +105,12 @@ class Demo:
         self.console.print(Rule(title, align="left", style="blue"))
         self.recorder.reset()
         try:
-            summary = await body()
+            with anyio.fail_after(self.step_timeout):
+                summary = await body()
+        except TimeoutError:
+            self.failed.append(title)
+            self.recorder.renderer.error(f"✗ {title}: no answer within {self.step_timeout:g} s")
+            return
         except (StepFailed, RequestError) as exc:
             self.failed.append(title)
             self.recorder.renderer.line(Text(f"✗ {title}: {exc}", style="bold red"))
@@ -250,14 +256,13 @@ class Demo:
             result.append(await self.client.prompt(self.session_id, "/sleep 10000"))
             done.set()
 
-        with anyio.fail_after(5):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(prompt)
-                # The turn may not have started when a cancel arrives: repeat until it ends.
-                while not done.is_set():
-                    await self.client.cancel(self.session_id)
-                    with anyio.move_on_after(0.05):
-                        await done.wait()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(prompt)
+            # The turn may not have started when a cancel arrives: repeat until it ends.
+            while not done.is_set():
+                await self.client.cancel(self.session_id)
+                with anyio.move_on_after(0.05):
+                    await done.wait()
         self.recorder.renderer.info(f"[{result[0]}]")
         check(result == ["cancelled"], f"stop reason {result}")
         check(not self.recorder.updates, f"updates {self.recorder.kinds()}")
@@ -280,12 +285,14 @@ STEPS = [
 ]
 
 
-async def run_demo(command: Sequence[str], console: Console, root: Path) -> int:
+async def run_demo(
+    command: Sequence[str], console: Console, root: Path, step_timeout: float
+) -> int:
     renderer = Renderer(console)
     recorder = Recorder(renderer)
     async with open_client(command, str(root), recorder) as client:
         renderer.terminal_lookup = client.workspace.terminal_output
-        demo = Demo(client, recorder, console, root)
+        demo = Demo(client, recorder, console, root, step_timeout)
         for title, body in STEPS:
             await demo.step(title, functools.partial(body, demo))
             if title.startswith("initialize") and demo.failed:
@@ -304,18 +311,28 @@ async def run_demo(command: Sequence[str], console: Console, root: Path) -> int:
 
 def main(argv: Sequence[str], *, backend: str = "asyncio") -> int:
     own, command = split_command(argv)
-    argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog="acp-agent demo",
         description="Run the server as a subprocess through one scripted session and check "
         "every step against the reference-agent contract. An agent command after `--` "
         "replaces the default `python -m acp_agent --store memory`.",
-    ).parse_args(own)
+    )
+    parser.add_argument(
+        "--step-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="fail a step that takes longer (default 10)",
+    )
+    args = parser.parse_args(own)
     command = command or [sys.executable, "-m", "acp_agent", "--store", "memory"]
     console = Console(highlight=False)
     try:
         with tempfile.TemporaryDirectory(prefix="acp-agent-demo-") as tmp:
             root = Path(os.path.realpath(tmp))
-            return int(anyio.run(run_demo, command, console, root, backend=backend))
+            return int(
+                anyio.run(run_demo, command, console, root, args.step_timeout, backend=backend)
+            )
     except AcpError as exc:
         console.print(Text(f"demo: the agent failed: {exc}", style="bold red"))
         console.print(Text("demo: 0 steps passed", style="bold red"))

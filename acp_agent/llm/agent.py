@@ -61,7 +61,7 @@ class LlmAgent(Agent):
     title = "acp-agent (LLM)"
     version = "0.1.0"
     prompt_capabilities: ClassVar[PromptCapabilities] = {"embeddedContext": True}
-    mcp_http = True
+    mcp_http = False  # the HTTP transport code exists but is not tested yet
 
     def __init__(
         self, config: LlmConfig, *, http_transport: httpx.AsyncBaseTransport | None = None

@@ -24,8 +24,9 @@ from __future__ import annotations
 import email.utils
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import aclosing
+from typing import Any, Final, cast
 
 import anyio
 import httpx
@@ -77,6 +78,11 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
             return None
         seconds = when.timestamp() - (time.time() if now is None else now)
     return max(0.0, seconds) if seconds == seconds else None  # NaN guard
+
+
+def _generator(response: httpx.Response) -> AsyncGenerator[bytes, None]:
+    """``aiter_bytes`` is an async generator; typed as one so it can be ``aclosing``-ed."""
+    return cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -195,12 +201,17 @@ class ChatBackend:
                 await response.aclose()
 
     async def _read_limited(self, response: httpx.Response) -> bytes:
+        """The body's first bytes; the rest is drained (up to a bound), not kept."""
         data = bytearray()
+        seen = 0
         try:
-            async for chunk in response.aiter_bytes():
-                data += chunk
-                if len(data) >= ERROR_BODY_LIMIT:
-                    break
+            async with aclosing(_generator(response)) as chunks:
+                async for chunk in chunks:
+                    seen += len(chunk)
+                    if len(data) < ERROR_BODY_LIMIT:
+                        data += chunk
+                    if seen > 16 * ERROR_BODY_LIMIT:
+                        break
         except httpx.HTTPError:
             pass  # the status line is what matters; the body is a courtesy
         return bytes(data[:ERROR_BODY_LIMIT])
@@ -255,13 +266,22 @@ class ChatBackend:
     async def _read_stream(self, response: httpx.Response, on_delta: DeltaSink) -> ModelResponse:
         decoder = SseDecoder()
         assembler = ChunkAssembler()
+        trailing = 0
         try:
-            async for chunk in response.aiter_bytes():
-                for event in decoder.feed(chunk):
-                    for delta in assembler.feed_data(event.data):
-                        await on_delta(delta)
+            async with aclosing(_generator(response)) as chunks:
+                async for chunk in chunks:
                     if assembler.done:
-                        return assembler.result()
+                        # Drain the rest of the body (normally nothing) rather than
+                        # abandon httpx's nested generators half-way.
+                        trailing += len(chunk)
+                        if trailing > ERROR_BODY_LIMIT:
+                            break
+                        continue
+                    for event in decoder.feed(chunk):
+                        for delta in assembler.feed_data(event.data):
+                            await on_delta(delta)
+                        if assembler.done:
+                            break
         except (StreamError, SseError) as exc:
             reason = exc.reason if isinstance(exc, StreamError) else "malformed_stream"
             raise ModelError(str(exc), status=200, reason=reason) from None

@@ -11,6 +11,7 @@ It does not talk HTTP and does not know ACP.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -98,9 +99,24 @@ class LlmConfig:
         return self.base_url.rstrip("/") + "/chat/completions"
 
 
+class _Tolerant:
+    """An argument group that skips flags whose option strings the parser already has."""
+
+    def __init__(self, group: Any) -> None:
+        self._group = group
+
+    def add_argument(self, *flags: str, **kwargs: Any) -> None:
+        with contextlib.suppress(argparse.ArgumentError):  # already defined by the caller
+            self._group.add_argument(*flags, **kwargs)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the LLM agent's flags (see :data:`ARG_NAMES` for their ``dest`` names)."""
-    group = parser.add_argument_group("model endpoint (OpenAI-compatible chat completions)")
+    """Add the LLM agent's flags (see :data:`ARG_NAMES` for their ``dest`` names).
+
+    A flag the parser already has (e.g. the CLI's own ``--model``) is left as it is.
+    """
+    real = parser.add_argument_group("model endpoint (OpenAI-compatible chat completions)")
+    group = _Tolerant(real)
     group.add_argument("--model", default=None, help="model name (env ACP_AGENT_MODEL)")
     group.add_argument(
         "--base-url",

@@ -143,12 +143,22 @@ class _Assistant:
         return out
 
 
+def turn_events(turn: TurnLog) -> list[JSON]:
+    """``turn.events``, working around a ``TurnLog`` that keeps its events as a ``str``
+    subclass, which ``orjson.loads`` refuses (reported to the lead)."""
+    try:
+        return turn.events
+    except (orjson.JSONDecodeError, TypeError):
+        raw: list[Any] = getattr(turn, "_raw", [])
+        return [orjson.loads(str.__str__(item)) for item in raw]
+
+
 def turn_messages(turn: TurnLog) -> list[JSON]:
     """One turn of history as chat messages: the user's message, then the assistant's."""
     out: list[JSON] = []
     user: list[str] = []
     assistant: _Assistant | None = None
-    for event in turn.events:
+    for event in turn_events(turn):
         kind = event.get("sessionUpdate")
         if kind == "user_message_chunk":
             if assistant is not None:

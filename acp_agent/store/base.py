@@ -55,10 +55,10 @@ Clock = Callable[[], datetime]
 """Returns the current time as an aware ``datetime`` (tests pass a fake one)."""
 
 
-class JsonText(str):
-    """A history item already encoded as JSON text: stored as is, without re-encoding."""
-
-    __slots__ = ()
+JsonText = str
+"""A history item already encoded as JSON text (a JSON object's text): stored as is,
+without decoding and re-encoding. History items are objects, so a ``str`` item is
+always such text."""
 
 
 class Unset(enum.Enum):
@@ -231,15 +231,15 @@ def check_limit(limit: int) -> None:
 
 def dump_json(value: Any) -> bytes:
     """Encode a history item, config or meta (``TypeError`` if not JSON-ready)."""
-    if isinstance(value, JsonText):
+    if isinstance(value, str):
         return value.encode()
     return orjson.dumps(value)
 
 
 def dump_text(value: Any) -> str:
     """Like :func:`dump_json`, as compact text (orjson's bytes keep a 4 KiB buffer each)."""
-    if isinstance(value, JsonText):
-        return str.__str__(value)
+    if isinstance(value, str):
+        return value
     return orjson.dumps(value).decode()
 
 

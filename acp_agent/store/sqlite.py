@@ -44,7 +44,6 @@ from acp_agent.store.base import (
     Unset,
     check_limit,
     decode_cursor,
-    dump_json,
     dump_text,
     encode_cursor,
     load_json,

@@ -29,6 +29,8 @@ class WireClient:
         self._buf = b""
         self._next_id = 100
         self.seen: list[dict[str, Any]] = []
+        #: frames the agent wrote after the client sent EOF (filled by ``serving``)
+        self.after_eof: list[dict[str, Any]] = []
 
     async def send(self, obj: Any) -> None:
         await self.transport.send(orjson.dumps(obj) + b"\n")
@@ -113,11 +115,15 @@ async def serving(agent: Agent, **options: Any) -> AsyncIterator[tuple[WireClien
         try:
             yield client, server
         finally:
-            with anyio.fail_after(5):
-                await ours.send_eof()
-                # drain until the server closes its side
-                try:
-                    while True:
-                        await ours.receive()
-                except (anyio.EndOfStream, anyio.ClosedResourceError):
-                    pass
+            try:
+                with anyio.fail_after(5):
+                    await ours.send_eof()
+                    # drain until the server closes its side
+                    try:
+                        while True:
+                            client.after_eof.append(await client.recv())
+                    except (anyio.EndOfStream, anyio.ClosedResourceError):
+                        pass
+            finally:
+                # close our receiving end too (an unclosed memory stream warns on GC)
+                await ours.aclose()

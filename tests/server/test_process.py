@@ -73,10 +73,17 @@ class Proc:
                 return msg
 
     def start_session(self) -> str:
-        self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}})
+        self.send(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+        )
         assert self.until(0)["result"]["protocolVersion"] == 1  # type: ignore[index]
         self.send(
-            {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}}
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "session/new",
+                "params": {"cwd": "/tmp", "mcpServers": []},
+            }
         )
         return str(self.until(1)["result"]["sessionId"])  # type: ignore[index]
 
@@ -124,8 +131,7 @@ def test_noise_goes_to_stderr_and_eof_exits_zero(proc: Proc) -> None:
     assert code == 0
     assert time.monotonic() - start < 1.5
     _all_frames(proc.lines, rest)
-    for noise in (b"print() from a handler", b"a log line",
-                  b"a warning", b"from a child process"):
+    for noise in (b"print() from a handler", b"a log line", b"a warning", b"from a child process"):
         assert noise in err
     assert "😀".encode() in b"".join(proc.lines)
 

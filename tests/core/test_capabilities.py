@@ -1,0 +1,437 @@
+"""Capability gating of agent -> client calls, path rules, tool-call status moves, encodings."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from acp_agent.agent import PromptTurn
+from acp_agent.client import TOOL_TRANSITIONS, ClientCapabilities, SessionClient
+from acp_agent.errors import CapabilityError, IllegalTransition, PathOutsideRoots
+from acp_agent.session import Session
+from tests.core._support import ScriptAgent, checked, prompt_params
+from tests.helpers.memclient import FULL_CAPS
+
+pytestmark = pytest.mark.anyio
+
+JSON = dict[str, Any]
+Call = Callable[[PromptTurn], Awaitable[Any]]
+
+SCHEMA = {"type": "object", "properties": {"choice": {"type": "string", "enum": ["a", "b"]}}}
+
+
+async def _read(turn: PromptTurn) -> Any:
+    return await turn.client.read_text_file("notes.txt")
+
+
+async def _write(turn: PromptTurn) -> Any:
+    return await turn.client.write_text_file("out.txt", "data")
+
+
+async def _terminal(turn: PromptTurn) -> Any:
+    async with turn.client.terminal("ls") as term:
+        return term.id
+
+
+async def _form(turn: PromptTurn) -> Any:
+    return await turn.client.elicit_form("Pick one", SCHEMA)
+
+
+async def _url(turn: PromptTurn) -> Any:
+    return await turn.client.elicit_url("Sign in", "https://example.com/auth", "el-1")
+
+
+async def _complete(turn: PromptTurn) -> Any:
+    return await turn.client.complete_elicitation("el-1")
+
+
+GATED: dict[str, Call] = {
+    "fs/read_text_file": _read,
+    "fs/write_text_file": _write,
+    "terminal/create": _terminal,
+    "elicitation/create form": _form,
+    "elicitation/create url": _url,
+    "elicitation/complete": _complete,
+}
+
+
+class Recorder:
+    def __init__(self, call: Call) -> None:
+        self.call = call
+        self.errors: list[BaseException] = []
+        self.results: list[Any] = []
+
+    async def __call__(self, turn: PromptTurn) -> str:
+        try:
+            self.results.append(await self.call(turn))
+        except (CapabilityError, PathOutsideRoots, IllegalTransition) as exc:
+            self.errors.append(exc)
+        return "end_turn"
+
+
+@pytest.mark.parametrize("name", list(GATED))
+@pytest.mark.parametrize(
+    "caps",
+    [
+        {},
+        {"elicitation": {}},
+        {"elicitation": {"form": None, "url": None}},
+        {"fs": {"readTextFile": False, "writeTextFile": "true"}, "terminal": "yes"},
+        {"fs": None, "terminal": 1},
+    ],
+    ids=["empty", "elicitation-empty", "elicitation-null-modes", "wrong-types", "null-fs"],
+)
+async def test_without_the_capability_nothing_is_sent(
+    name: str, caps: JSON, tmp_path: Path
+) -> None:
+    recorder = Recorder(GATED[name])
+    async with checked(ScriptAgent(recorder), caps) as (client, _server):
+        sid = await client.new_session(str(tmp_path))
+        rid = await client.request("session/prompt", prompt_params(sid))
+        first = await client.recv()
+        assert first["id"] == rid and "method" not in first, f"sent without capability: {first}"
+        assert first["result"] == {"stopReason": "end_turn"}
+    assert len(recorder.errors) == 1
+    assert isinstance(recorder.errors[0], CapabilityError)
+    assert recorder.errors[0].method == name.split()[0]
+
+
+ALL_CAPS: JSON = {
+    **FULL_CAPS,
+    "elicitation": {"form": {}, "url": {}},
+}
+
+
+async def _answer_all(client: Any, until: Any) -> tuple[JSON, list[JSON]]:
+    answers = {
+        "fs/read_text_file": {"content": "abc\n"},
+        "fs/write_text_file": None,
+        "terminal/create": {"terminalId": "term-9"},
+        "terminal/release": {},
+        "elicitation/create": {"action": "accept", "content": {"choice": "a"}},
+    }
+
+    async def answer(msg: JSON) -> None:
+        if "id" in msg and msg.get("method") in answers:
+            await client.respond(msg["id"], answers[msg["method"]])
+
+    return await client.until_response(until, on_other=answer)  # type: ignore[no-any-return]
+
+
+async def test_with_the_capabilities_every_request_has_the_right_shape(tmp_path: Path) -> None:
+    results: dict[str, Any] = {}
+
+    async def script(turn: PromptTurn) -> str:
+        c = turn.client
+        results["read"] = await c.read_text_file("notes.txt", line=2, limit=3)
+        results["write"] = await c.write_text_file("sub/out.txt", "data")
+        async with c.terminal(
+            "make", ["-j", "2"], env={"A": "1"}, cwd="build", output_byte_limit=1000
+        ) as term:
+            results["terminal"] = term.id
+        results["form"] = await c.elicit_form("Pick one", SCHEMA, tool_call_id="call-1")
+        results["url"] = await c.elicit_url("Sign in", "https://example.com/a", "el-7")
+        await c.complete_elicitation("el-7")
+        return "end_turn"
+
+    cwd = str(tmp_path)
+    async with checked(ScriptAgent(script), ALL_CAPS) as (client, _server):
+        sid = await client.new_session(cwd)
+        rid = await client.request("session/prompt", prompt_params(sid))
+        resp, before = await _answer_all(client, rid)
+        assert resp["result"] == {"stopReason": "end_turn"}
+    sent = [(m["method"], m.get("params")) for m in before]
+    assert sent == [
+        (
+            "fs/read_text_file",
+            {"sessionId": sid, "path": os.path.join(cwd, "notes.txt"), "line": 2, "limit": 3},
+        ),
+        (
+            "fs/write_text_file",
+            {"sessionId": sid, "path": os.path.join(cwd, "sub", "out.txt"), "content": "data"},
+        ),
+        (
+            "terminal/create",
+            {
+                "sessionId": sid,
+                "command": "make",
+                "args": ["-j", "2"],
+                "env": [{"name": "A", "value": "1"}],
+                "cwd": os.path.join(cwd, "build"),
+                "outputByteLimit": 1000,
+            },
+        ),
+        ("terminal/release", {"sessionId": sid, "terminalId": "term-9"}),
+        (
+            "elicitation/create",
+            {
+                "sessionId": sid,
+                "mode": "form",
+                "message": "Pick one",
+                "requestedSchema": SCHEMA,
+                "toolCallId": "call-1",
+            },
+        ),
+        (
+            "elicitation/create",
+            {
+                "sessionId": sid,
+                "mode": "url",
+                "message": "Sign in",
+                "url": "https://example.com/a",
+                "elicitationId": "el-7",
+            },
+        ),
+        ("elicitation/complete", {"elicitationId": "el-7"}),
+    ]
+    assert all("id" not in m for m in before if m["method"] == "elicitation/complete")
+    assert results["read"] == "abc\n"
+    assert results["write"] is None
+    assert results["terminal"] == "term-9"
+    assert results["form"] == {"action": "accept", "content": {"choice": "a"}}
+
+
+async def test_terminal_defaults_to_the_session_cwd(tmp_path: Path) -> None:
+    async with checked(ScriptAgent(Recorder(_terminal)), FULL_CAPS) as (client, _server):
+        sid = await client.new_session(str(tmp_path))
+        rid = await client.request("session/prompt", prompt_params(sid))
+        _, before = await _answer_all(client, rid)
+    create = before[0]
+    assert create["params"] == {"sessionId": sid, "command": "ls", "cwd": str(tmp_path)}
+
+
+async def test_write_accepts_an_empty_object_answer(tmp_path: Path) -> None:
+    recorder = Recorder(_write)
+    async with checked(ScriptAgent(recorder), FULL_CAPS) as (client, _server):
+        sid = await client.new_session(str(tmp_path))
+        rid = await client.request("session/prompt", prompt_params(sid))
+        msg = await client.recv()
+        await client.respond(msg["id"], {})
+        resp, _ = await client.until_response(rid)
+        assert resp["result"] == {"stopReason": "end_turn"}
+    assert recorder.errors == [] and recorder.results == [None]
+
+
+# --------------------------------------------------------------------------- paths
+
+
+@pytest.mark.parametrize(
+    "path", ["/etc/passwd", "../outside.txt", "sub/../../outside.txt", "/"], ids=str
+)
+@pytest.mark.parametrize("op", ["read", "write"])
+async def test_paths_outside_the_roots_are_refused_before_sending(
+    path: str, op: str, tmp_path: Path
+) -> None:
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+
+    async def call(turn: PromptTurn) -> Any:
+        if op == "read":
+            return await turn.client.read_text_file(path)
+        return await turn.client.write_text_file(path, "x")
+
+    recorder = Recorder(call)
+    async with checked(ScriptAgent(recorder), FULL_CAPS) as (client, _server):
+        sid = await client.new_session(str(cwd))
+        resp, before = await client.call("session/prompt", prompt_params(sid))
+        assert before == []
+        assert resp["result"] == {"stopReason": "end_turn"}
+    assert len(recorder.errors) == 1
+    assert isinstance(recorder.errors[0], PathOutsideRoots)
+
+
+async def test_a_symlink_escaping_the_roots_is_refused(tmp_path: Path) -> None:
+    cwd = tmp_path / "proj"
+    cwd.mkdir()
+    (tmp_path / "secret.txt").write_text("s")
+    (cwd / "link.txt").symlink_to(tmp_path / "secret.txt")
+    recorder = Recorder(lambda t: t.client.read_text_file("link.txt"))
+    async with checked(ScriptAgent(recorder), FULL_CAPS) as (client, _server):
+        sid = await client.new_session(str(cwd))
+        _resp, before = await client.call("session/prompt", prompt_params(sid))
+        assert before == []
+    assert isinstance(recorder.errors[0], PathOutsideRoots)
+
+
+async def test_additional_directories_are_roots(tmp_path: Path) -> None:
+    cwd, extra = tmp_path / "a", tmp_path / "b"
+    cwd.mkdir()
+    extra.mkdir()
+    target = str(extra / "f.txt")
+    recorder = Recorder(lambda t: t.client.read_text_file(target))
+    async with checked(ScriptAgent(recorder), FULL_CAPS) as (client, _server):
+        resp, _ = await client.call(
+            "session/new",
+            {"cwd": str(cwd), "mcpServers": [], "additionalDirectories": [str(extra)]},
+        )
+        sid = resp["result"]["sessionId"]
+        rid = await client.request("session/prompt", prompt_params(sid))
+        resp, before = await _answer_all(client, rid)
+    assert before[0]["params"]["path"] == target
+    assert recorder.results == ["abc\n"]
+
+
+async def test_allow_outside_roots_lets_the_path_through(tmp_path: Path) -> None:
+    recorder = Recorder(lambda t: t.client.read_text_file("/etc/hostname"))
+    async with checked(ScriptAgent(recorder), FULL_CAPS, allow_outside_roots=True) as (
+        client,
+        _server,
+    ):
+        sid = await client.new_session(str(tmp_path))
+        rid = await client.request("session/prompt", prompt_params(sid))
+        _, before = await _answer_all(client, rid)
+    assert before[0]["params"]["path"] == "/etc/hostname"
+    assert recorder.errors == []
+
+
+# --------------------------------------------------------------------------- tool calls
+
+
+class FakeOutbound:
+    """Records what a SessionClient sends, without a connection."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any]] = []
+
+    async def call(self, method: str, params: JSON, *, timeout: float | None = None) -> Any:
+        self.sent.append((method, params))
+        return {}
+
+    async def notify(self, method: str, params: JSON) -> None:
+        self.sent.append((method, params))
+
+
+def make_client(caps: JSON | None = None) -> tuple[SessionClient, FakeOutbound]:
+    out = FakeOutbound()
+    client = SessionClient(Session("sess_x", "/tmp/proj"), out, ClientCapabilities(caps))
+    return client, out
+
+
+STATUSES = ["pending", "in_progress", "completed", "failed"]
+
+
+@pytest.mark.parametrize("start", STATUSES)
+@pytest.mark.parametrize("target", STATUSES)
+async def test_tool_call_status_moves_follow_the_table(start: str, target: str) -> None:
+    client, out = make_client()
+    tool = await client.tool_call("t", status=start)  # type: ignore[arg-type]
+    before = len(out.sent)
+    if target in TOOL_TRANSITIONS[start]:
+        await tool.update(status=target)  # type: ignore[arg-type]
+        assert tool.status == target
+        assert out.sent[-1][1]["update"] == {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": tool.id,
+            "status": target,
+        }
+    else:
+        with pytest.raises(IllegalTransition):
+            await tool.update(status=target)  # type: ignore[arg-type]
+        assert len(out.sent) == before, "an illegal move must send nothing"
+        assert tool.status == start
+
+
+async def test_finished_tool_calls_cannot_move_but_may_update_content() -> None:
+    client, out = make_client()
+    tool = await client.tool_call("t")
+    await tool.start()
+    await tool.complete()
+    assert tool.finished
+    with pytest.raises(IllegalTransition):
+        await tool.fail()
+    await tool.update(title="renamed")  # no status: allowed
+    assert out.sent[-1][1]["update"] == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": tool.id,
+        "title": "renamed",
+    }
+
+
+async def test_no_cancelled_tool_status_in_v1() -> None:
+    assert all("cancelled" not in moves for moves in TOOL_TRANSITIONS.values())
+    assert "cancelled" not in TOOL_TRANSITIONS
+
+
+async def test_tool_call_ids_are_unique() -> None:
+    client, _ = make_client()
+    other, _ = make_client()
+    ids = [(await client.tool_call(f"t{i}")).id for i in range(50)]
+    ids += [(await other.tool_call(f"t{i}")).id for i in range(50)]
+    assert len(set(ids)) == 100
+
+
+async def test_illegal_move_over_the_wire_sends_nothing() -> None:
+    caught: list[BaseException] = []
+
+    async def script(turn: PromptTurn) -> str:
+        tool = await turn.client.tool_call("t")
+        await tool.complete()
+        try:
+            await tool.start()
+        except IllegalTransition as exc:
+            caught.append(exc)
+        return "end_turn"
+
+    async with checked(ScriptAgent(script)) as (client, _server):
+        sid = await client.new_session()
+        _resp, before = await client.call("session/prompt", prompt_params(sid))
+        kinds = [m["params"]["update"]["sessionUpdate"] for m in before]
+        assert kinds == ["tool_call", "tool_call_update"]
+        assert before[1]["params"]["update"]["status"] == "completed"
+    assert len(caught) == 1
+
+
+# --------------------------------------------------------------------------- encodings
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({}, {}),
+        (None, {}),
+        ("junk", {}),
+        ({"terminal": "yes"}, {}),
+        ({"terminal": 1}, {}),
+        ({"terminal": True}, {"terminal"}),
+        ({"fs": {"readTextFile": True}}, {"read_text_file"}),
+        ({"fs": {"readTextFile": "true", "writeTextFile": True}}, {"write_text_file"}),
+        ({"fs": True}, {}),
+        ({"elicitation": {}}, {}),
+        ({"elicitation": {"form": None}}, {}),
+        ({"elicitation": {"form": True}}, {}),
+        ({"elicitation": {"form": {}}}, {"elicitation_form"}),
+        ({"elicitation": {"url": {}}}, {"elicitation_url"}),
+        ({"session": {"configOptions": {"boolean": {}}}}, {"boolean_config_options"}),
+        ({"session": {"configOptions": {"boolean": None}}}, {}),
+        ({"session": {"configOptions": {"boolean": True}}}, {}),
+        ({"session": {"configOptions": {}}}, {}),
+        ({"auth": {"terminal": True}}, {"auth_terminal"}),
+        ({"auth": {"terminal": {}}}, {}),
+    ],
+)
+async def test_client_capability_encodings(raw: Any, expected: set[str]) -> None:
+    caps = ClientCapabilities(raw)
+    flags = {
+        "read_text_file",
+        "write_text_file",
+        "terminal",
+        "auth_terminal",
+        "elicitation_form",
+        "elicitation_url",
+        "boolean_config_options",
+    }
+    assert {f for f in flags if getattr(caps, f)} == set(expected)
+
+
+async def test_capability_error_is_raised_before_any_await() -> None:
+    client, out = make_client({})
+    with anyio.CancelScope() as scope:
+        scope.cancel()  # even a cancelled caller gets the CapabilityError, nothing sent
+        with pytest.raises(CapabilityError):
+            await client.read_text_file("x")
+    assert out.sent == []

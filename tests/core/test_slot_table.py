@@ -1,0 +1,215 @@
+"""The prompt slot as a transition table, its compare-and-set operations, and Turn.finish.
+
+Turn holds an anyio CancelScope and Event, so the tests that build one run on an event loop.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from acp_agent.errors import IllegalTransition
+from acp_agent.session import (
+    SLOT_TABLE,
+    STOP_REASONS,
+    CancelReason,
+    PromptSlot,
+    SlotEvent,
+    SlotState,
+    Turn,
+    next_state,
+)
+
+ALL_PAIRS = list(itertools.product(SlotState, SlotEvent))
+
+
+@pytest.mark.parametrize(("state", "event"), ALL_PAIRS, ids=lambda v: v.value)
+def test_every_pair_follows_the_table(state: SlotState, event: SlotEvent) -> None:
+    expected = SLOT_TABLE.get((state, event))
+    if expected is None:
+        with pytest.raises(IllegalTransition) as info:
+            next_state(state, event)
+        assert info.value.state == state.value
+        assert info.value.event == event.value
+    else:
+        assert next_state(state, event) is expected
+
+
+def test_table_mentions_only_known_states_and_events() -> None:
+    for (state, event), target in SLOT_TABLE.items():
+        assert isinstance(state, SlotState)
+        assert isinstance(event, SlotEvent)
+        assert isinstance(target, SlotState)
+
+
+def test_closed_is_terminal() -> None:
+    for event in SlotEvent:
+        target = SLOT_TABLE.get((SlotState.CLOSED, event))
+        assert target in (None, SlotState.CLOSED)
+
+
+def test_the_refused_pairs_are_the_documented_ones() -> None:
+    missing = {pair for pair in ALL_PAIRS if pair not in SLOT_TABLE}
+    assert missing == {
+        (SlotState.IDLE, SlotEvent.END),
+        (SlotState.ACTIVE, SlotEvent.START),
+        (SlotState.CLOSED, SlotEvent.START),
+    }
+
+
+# --------------------------------------------------------------------------- PromptSlot
+
+
+@pytest.mark.anyio
+async def test_try_start_on_idle_takes_the_slot() -> None:
+    slot = PromptSlot()
+    turn = Turn("t1")
+    assert slot.try_start(turn) is True
+    assert slot.state is SlotState.ACTIVE
+    assert slot.turn is turn
+
+
+@pytest.mark.anyio
+async def test_try_start_on_busy_returns_false_and_keeps_the_holder() -> None:
+    slot = PromptSlot()
+    first, second = Turn("t1"), Turn("t2")
+    assert slot.try_start(first)
+    assert slot.try_start(second) is False
+    assert slot.turn is first
+    assert slot.state is SlotState.ACTIVE
+
+
+@pytest.mark.anyio
+async def test_try_start_on_closed_returns_false() -> None:
+    slot = PromptSlot()
+    assert slot.close() is None
+    assert slot.try_start(Turn("t1")) is False
+    assert slot.state is SlotState.CLOSED
+    assert slot.turn is None
+
+
+@pytest.mark.anyio
+async def test_end_if_current_releases_only_its_own_turn() -> None:
+    slot = PromptSlot()
+    turn = Turn("t1")
+    slot.try_start(turn)
+    assert slot.end_if_current(turn) is True
+    assert slot.state is SlotState.IDLE
+    assert slot.turn is None
+
+
+@pytest.mark.anyio
+async def test_end_if_current_with_a_stale_turn_leaves_the_slot() -> None:
+    slot = PromptSlot()
+    stale, current = Turn("old"), Turn("new")
+    slot.try_start(stale)
+    assert slot.cancel() is stale  # the stale turn lost the slot
+    assert slot.try_start(current)
+    assert slot.end_if_current(stale) is False
+    assert slot.state is SlotState.ACTIVE
+    assert slot.turn is current
+
+
+@pytest.mark.anyio
+async def test_end_if_current_on_idle_slot_with_stale_turn() -> None:
+    slot = PromptSlot()
+    stale = Turn("old")
+    slot.try_start(stale)
+    slot.cancel()
+    assert slot.end_if_current(stale) is False
+    assert slot.state is SlotState.IDLE
+
+
+@pytest.mark.anyio
+async def test_cancel_returns_the_turn_and_clears() -> None:
+    slot = PromptSlot()
+    turn = Turn("t1")
+    slot.try_start(turn)
+    assert slot.cancel() is turn
+    assert slot.state is SlotState.IDLE
+    assert slot.turn is None
+    # and a new turn can start at once
+    assert slot.try_start(Turn("t2"))
+
+
+@pytest.mark.anyio
+async def test_cancel_with_nothing_running_is_a_noop() -> None:
+    slot = PromptSlot()
+    assert slot.cancel() is None
+    assert slot.state is SlotState.IDLE
+
+
+@pytest.mark.anyio
+async def test_close_returns_the_active_turn_and_is_final() -> None:
+    slot = PromptSlot()
+    turn = Turn("t1")
+    slot.try_start(turn)
+    assert slot.close() is turn
+    assert slot.state is SlotState.CLOSED
+    assert slot.cancel() is None
+    assert slot.close() is None
+    assert slot.state is SlotState.CLOSED
+
+
+@pytest.mark.anyio
+async def test_a_turn_unwinding_after_close_does_not_reopen() -> None:
+    slot = PromptSlot()
+    turn = Turn("t1")
+    slot.try_start(turn)
+    slot.close()
+    assert slot.end_if_current(turn) is False
+    assert slot.state is SlotState.CLOSED
+
+
+# --------------------------------------------------------------------------- Turn
+
+
+@pytest.mark.anyio
+async def test_finish_exactly_once() -> None:
+    turn = Turn("t1")
+    assert turn.finish("end_turn") == "end_turn"
+    assert turn.finished
+    assert turn.done.is_set()
+    with pytest.raises(IllegalTransition):
+        turn.finish("end_turn")
+    assert turn.stop_reason == "end_turn"
+
+
+@pytest.mark.anyio
+async def test_finish_with_none_means_error_response() -> None:
+    turn = Turn("t1")
+    assert turn.finish(None) is None
+    assert turn.stop_reason is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("reason", [*sorted(STOP_REASONS), None])
+@pytest.mark.parametrize("why", list(CancelReason), ids=lambda r: r.name)
+async def test_a_cancelled_turn_always_finishes_cancelled(
+    reason: str | None, why: CancelReason
+) -> None:
+    turn = Turn("t1")
+    turn.cancel(why)
+    assert turn.cancelled
+    assert turn.scope.cancel_called
+    assert turn.finish(reason) == "cancelled"
+    assert turn.stop_reason == "cancelled"
+
+
+@pytest.mark.anyio
+async def test_first_cancel_reason_wins() -> None:
+    turn = Turn("t1")
+    turn.cancel(CancelReason.SESSION_CANCEL)
+    turn.cancel(CancelReason.CLOSE)
+    assert turn.cancel_reason is CancelReason.SESSION_CANCEL
+
+
+@pytest.mark.anyio
+async def test_cancel_after_finish_changes_nothing() -> None:
+    turn = Turn("t1")
+    turn.finish("end_turn")
+    turn.cancel(CancelReason.SESSION_CANCEL)
+    assert not turn.cancelled
+    assert turn.stop_reason == "end_turn"
+    assert not turn.scope.cancel_called
