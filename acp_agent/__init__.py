@@ -35,6 +35,9 @@ _EXPORTS: dict[str, str] = {
     "ClientCapabilities": "acp_agent.client",
     "ToolCall": "acp_agent.client",
     "Terminal": "acp_agent.client",
+    "TerminalExit": "acp_agent.client",
+    "TerminalOutput": "acp_agent.client",
+    "InitializeParams": "acp_agent.agent",
     "PermissionOption": "acp_agent.client",
     "PermissionOutcome": "acp_agent.client",
     "ALLOW_ONCE": "acp_agent.client",
@@ -63,6 +66,7 @@ __all__ = [
     "ClientCapabilities",
     "Command",
     "ConfigOption",
+    "InitializeParams",
     "MemorySessionStore",
     "Mode",
     "PermissionOption",
@@ -74,6 +78,8 @@ __all__ = [
     "StdioTransport",
     "StopReason",
     "Terminal",
+    "TerminalExit",
+    "TerminalOutput",
     "ToolCall",
     "__version__",
     "diff_content",
@@ -97,7 +103,15 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from .agent import Agent, Command, ConfigOption, Mode, PromptTurn, StopReason
+    from .agent import (
+        Agent,
+        Command,
+        ConfigOption,
+        InitializeParams,
+        Mode,
+        PromptTurn,
+        StopReason,
+    )
     from .client import (
         ALLOW_ONCE,
         REJECT_ONCE,
@@ -106,6 +120,8 @@ if TYPE_CHECKING:
         PermissionOutcome,
         SessionClient,
         Terminal,
+        TerminalExit,
+        TerminalOutput,
         ToolCall,
         diff_content,
         terminal_content,

@@ -125,6 +125,14 @@ class PromptTurn:
         return list(self.request.prompt)
 
     @property
+    def first_text(self) -> str:
+        """The text of the first text block ('' if none): where a slash command lives."""
+        for block in self.blocks:
+            if block.get("type") == "text":
+                return str(block.get("text", ""))
+        return ""
+
+    @property
     def text(self) -> str:
         """The text of the prompt's text blocks, joined with newlines."""
         return "\n".join(str(b.get("text", "")) for b in self.blocks if b.get("type") == "text")

@@ -70,7 +70,9 @@ def _env(name: str) -> str | None:
     return value if value else None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
+    """The command line. ``with_llm`` adds the language-model agent's flags (importing
+    it costs start-up time, so only when a model is asked for, or for ``--help``)."""
     from . import __version__
 
     parser = argparse.ArgumentParser(
@@ -133,7 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the language-model agent with this model instead of the "
         "reference agent [env ACP_AGENT_MODEL]",
     )
+    if with_llm:
+        from .llm import add_arguments
+
+        add_arguments(parser)
     return parser
+
+
+def _wants_llm(argv: Sequence[str]) -> bool:
+    return bool(os.environ.get(ENV["model"])) or any(
+        a in ("-h", "--help") or a.startswith("--model") for a in argv
+    )
 
 
 def _positive_float(text: str) -> float:
@@ -219,10 +231,10 @@ def build_agent(args: argparse.Namespace) -> Any:
                 "has no language-model agent (acp_agent.llm); unset it to serve the "
                 "reference agent"
             )
-        build = getattr(llm, "build_agent", None)
-        if build is None:
-            fail("acp_agent.llm has no build_agent(args): the language-model agent is incomplete")
-        return build(args)
+        try:
+            return llm.build_agent(args)
+        except llm.ConfigError as exc:
+            fail(str(exc))
     from .reference import ReferenceAgent
 
     return ReferenceAgent()
@@ -232,12 +244,9 @@ def dispatcher_for(name: str) -> Any:
     """The dispatcher class for ``--dispatcher`` (None: the connection's native one)."""
     if name == "native":
         return None
-    from . import connection
+    from .jsonrpcserver_dispatch import JsonRpcServerDispatcher
 
-    found = getattr(connection, "JsonRpcServerDispatcher", None)
-    if found is None:
-        fail("--dispatcher jsonrpcserver is not available in this version")
-    return found
+    return JsonRpcServerDispatcher
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -282,7 +291,7 @@ def run_conformance(rest: list[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     global_argv, command, rest = split_argv(argv)
-    parser = build_parser()
+    parser = build_parser(with_llm=_wants_llm(global_argv))
     args = parser.parse_args(global_argv)
     _check_env_choices(parser, args)
     configure_logging(args.log_level, args.log_file)

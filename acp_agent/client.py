@@ -164,6 +164,7 @@ class ToolCall:
         locations: Sequence[JSON] | None = None,
         raw_input: Any = None,
         raw_output: Any = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         """Send a ``tool_call_update`` with only the given fields."""
         self._check(status)
@@ -182,6 +183,8 @@ class ToolCall:
             update["rawInput"] = raw_input
         if raw_output is not None:
             update["rawOutput"] = raw_output
+        if meta is not None:
+            update["_meta"] = dict(meta)
         await self._client.update(update)
         if status is not None:
             self.status = status
@@ -388,6 +391,7 @@ class SessionClient:
         locations: Sequence[JSON] | None = None,
         raw_input: Any = None,
         tool_call_id: str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> ToolCall:
         """Announce a tool call; returns its handle."""
         call_id = tool_call_id or self.session.new_tool_call_id()
@@ -404,6 +408,8 @@ class SessionClient:
             update["locations"] = list(locations)
         if raw_input is not None:
             update["rawInput"] = raw_input
+        if meta is not None:
+            update["_meta"] = dict(meta)
         await self.update(update)
         return ToolCall(self, call_id, status)
 

@@ -63,6 +63,7 @@ from .jsonrpc import (
     encode_notification,
     encode_request,
     encode_result,
+    sniff_id,
 )
 from .transport import Transport
 
@@ -247,9 +248,13 @@ class AgentSession:
     def _on_line(self, item: bytes | OversizedLine, tg: anyio.abc.TaskGroup) -> None:
         if isinstance(item, OversizedLine):
             log.error("discarded an input line: %s", item)
+            # Answer the request with its own id when its head shows one, so the client
+            # is not left waiting; else with id null.
             self._enqueue(
                 encode_error(
-                    None, LINE_TOO_LONG, f"Message exceeds the {self._max_line}-byte line limit"
+                    sniff_id(item.head),
+                    LINE_TOO_LONG,
+                    f"Message exceeds the {self._max_line}-byte line limit",
                 )
             )
             return

@@ -114,12 +114,17 @@ class ParseError(RemoteProtocolError):
 
 
 class OversizedLine(RemoteProtocolError):
-    """A line longer than the configured cap; its bytes were discarded."""
+    """A line longer than the configured cap; its bytes were discarded.
 
-    def __init__(self, size: int, limit: int) -> None:
+    ``head`` keeps the line's first bytes (at most 1 KiB) so that the request's id can
+    still be found and the request answered.
+    """
+
+    def __init__(self, size: int, limit: int, head: bytes = b"") -> None:
         super().__init__(f"line of at least {size} bytes exceeds the {limit}-byte limit")
         self.size = size
         self.limit = limit
+        self.head = head
 
 
 class RequestError(AcpError):

@@ -43,6 +43,7 @@ from .errors import (
     InternalError,
     InvalidParams,
     MethodNotFound,
+    PathOutsideRoots,
     PromptAlreadyActive,
     RequestError,
     ResourceNotFound,
@@ -752,65 +753,102 @@ class AcpServer:
     def _claim_slot(self, params: Any, ctx: RequestContext) -> None:
         """Take the prompt slot in arrival order (run by the receive loop, not a task).
 
-        A ``session/cancel`` read right after this prompt then finds its turn, even
-        if the prompt's handler task has not started yet.
+        A ``session/cancel`` or ``session/close`` read right after this prompt then
+        finds its turn, even if the prompt's handler task has not started yet.
         """
         if not self.initialized or not isinstance(params, dict):
             return
-        session = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        session_id = params.get("sessionId")
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None:
             return
         turn = Turn(f"turn_{secrets.token_hex(8)}")
         if session.slot.try_start(turn):
-            ctx.state["turn"] = (session, turn)
+            ctx.state["claim"] = (session, turn, session.last_turn, self._client(session))
+            session.last_turn = turn
             ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
         elif self.busy_policy == "queue" and not session.closed:
             # Queue in arrival order, not in the order handler tasks happen to start.
             ctx.state["waiter"] = (session, self._enqueue_waiter(session))
 
-    async def _prompt(self, params: Any, ctx: RequestContext) -> JSON:
-        claimed: tuple[Session, Turn] | None = ctx.state.pop("turn", None)
-        queued: tuple[Session, anyio.Event] | None = ctx.state.pop("waiter", None)
-        try:
-            raw = _params(params)
-            session = self._live(_session_id(raw))
-            await self._models()
-            from .protocol import PromptRequest
-            from .protocol.wire import from_wire
+    async def _parse_prompt(self, params: Any) -> tuple[Any, list[Any]]:
+        raw = _params(params)
+        await self._models()
+        from .protocol import PromptRequest
+        from .protocol.wire import from_wire
 
-            request = from_wire(PromptRequest, raw)
-            blocks = raw["prompt"]
-            self._check_prompt_blocks(blocks)
+        request = from_wire(PromptRequest, raw)
+        blocks = raw["prompt"]
+        self._check_prompt_blocks(blocks)
+        return request, blocks
+
+    async def _prompt(self, params: Any, ctx: RequestContext) -> JSON:
+        claim: tuple[Session, Turn, Turn | None, SessionClient] | None = ctx.state.pop(
+            "claim", None
+        )
+        if claim is None:
+            return await self._prompt_unclaimed(params, ctx, ctx.state.pop("waiter", None))
+        session, turn, previous, client = claim
+        try:
+            if turn.cancelled:
+                # The cancel (or close) arrived before the turn began: it never runs.
+                turn.finish("cancelled")
+                return {"stopReason": "cancelled"}
+            request, blocks = await self._parse_prompt(params)
+            return await self._begin_turn(session, client, turn, previous, request, blocks)
+        finally:
+            self._release(session, turn)
+
+    async def _prompt_unclaimed(
+        self, params: Any, ctx: RequestContext, queued: tuple[Session, anyio.Event] | None
+    ) -> JSON:
+        try:
+            session = self._live(_session_id(_params(params)))
+            request, blocks = await self._parse_prompt(params)
         except BaseException:
-            if claimed is not None:
-                claimed[0].slot.end_if_current(claimed[1])
-                self._wake_next(claimed[0])
             if queued is not None:
                 self._drop_waiter(*queued)
             raise
-        if claimed is not None and claimed[0] is session:
-            turn = claimed[1]
-        else:
-            turn = Turn(f"turn_{secrets.token_hex(8)}")
-            waiter = queued[1] if queued is not None and queued[0] is session else None
-            await self._acquire_slot(session, turn, waiter)
+        turn = Turn(f"turn_{secrets.token_hex(8)}")
+        waiter = queued[1] if queued is not None and queued[0] is session else None
+        await self._acquire_slot(session, turn, waiter)
         try:
+            previous, session.last_turn = session.last_turn, turn
+            client = self.clients.get(session.session_id)
+            if client is None:
+                raise ResourceNotFound(
+                    f"Session {session.session_id!r} is closed",
+                    data={"sessionId": session.session_id},
+                )
             ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
-            previous = session.last_turn
-            session.last_turn = turn
-            if previous is not None and not previous.finished:
-                # A cancelled turn may still be unwinding: its history closes first.
-                await previous.done.wait()
-            return await self._run_turn(session, turn, request, blocks)
+            return await self._begin_turn(session, client, turn, previous, request, blocks)
         finally:
-            session.slot.end_if_current(turn)
-            self._wake_next(session)
+            self._release(session, turn)
+
+    async def _begin_turn(
+        self,
+        session: Session,
+        client: SessionClient,
+        turn: Turn,
+        previous: Turn | None,
+        request: Any,
+        blocks: list[Any],
+    ) -> JSON:
+        if previous is not None and not previous.finished:
+            # A cancelled turn may still be unwinding: its history closes first.
+            await previous.done.wait()
+        return await self._run_turn(session, client, turn, request, blocks)
+
+    def _release(self, session: Session, turn: Turn) -> None:
+        if not turn.finished:
+            turn.finish(None)  # ended before it ran (bad params, closed session)
+        session.slot.end_if_current(turn)
+        self._wake_next(session)
 
     async def _run_turn(
-        self, session: Session, turn: Turn, request: Any, blocks: list[Any]
+        self, session: Session, client: SessionClient, turn: Turn, request: Any, blocks: list[Any]
     ) -> JSON:
         handle = session.history.start_turn(turn.turn_id, blocks)
-        client = self._client(session)
         prompt_turn = PromptTurn(session, client, request, blocks, turn.turn_id)
         stop: str | None = None
         error: RequestError | None = None
@@ -831,6 +869,9 @@ class AcpServer:
             error = TurnTimeout(f"The prompt turn exceeded its {self.turn_timeout:g} s time limit")
         except RequestError as exc:
             error = exc
+        except PathOutsideRoots as exc:
+            # A path from the prompt that leaves the session's roots: bad input.
+            error = InvalidParams(str(exc))
         except Exception:
             log.exception("agent.prompt failed in session %s", session.session_id)
             error = InternalError("The agent failed while handling the prompt")

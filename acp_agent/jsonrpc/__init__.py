@@ -32,6 +32,7 @@ from .messages import (
     Response,
     classify,
     is_request_id,
+    sniff_id,
 )
 from .pending import PendingCalls
 
@@ -56,4 +57,5 @@ __all__ = [
     "encode_request",
     "encode_result",
     "is_request_id",
+    "sniff_id",
 ]

@@ -20,6 +20,7 @@ DEFAULT_MAX_LINE = 64 * 1024 * 1024
 """The default cap on one line, in bytes (64 MiB)."""
 
 _SMALL = 4096
+HEAD = 1024  # bytes of an oversized line kept to find its request id
 """Chunks shorter than this are copied into a shared ``bytearray`` while held."""
 
 
@@ -39,7 +40,7 @@ class LineBuffer:
     once when its ``\\n`` arrives.
     """
 
-    __slots__ = ("_discarded", "_discarding", "_max_line", "_parts", "_size")
+    __slots__ = ("_discarded", "_discarding", "_head", "_max_line", "_parts", "_size")
 
     def __init__(self, max_line: int = DEFAULT_MAX_LINE) -> None:
         if max_line < 1:
@@ -49,6 +50,7 @@ class LineBuffer:
         self._size = 0
         self._discarding = False
         self._discarded = 0
+        self._head = b""
 
     @property
     def max_line(self) -> int:
@@ -71,9 +73,10 @@ class LineBuffer:
                 self._hold(data)
             return out
         if self._discarding:
-            out.append(OversizedLine(self._discarded + nl, self._max_line))
+            out.append(OversizedLine(self._discarded + nl, self._max_line, self._head))
             self._discarding = False
             self._discarded = 0
+            self._head = b""
         elif self._parts:
             self._finish_partial(data[:nl], out)
         else:
@@ -92,9 +95,10 @@ class LineBuffer:
         """End of stream: return the last line even without its ``\\n``, and reset."""
         out: list[bytes | OversizedLine] = []
         if self._discarding:
-            out.append(OversizedLine(self._discarded, self._max_line))
+            out.append(OversizedLine(self._discarded, self._max_line, self._head))
             self._discarding = False
             self._discarded = 0
+            self._head = b""
         elif self._parts:
             self._finish_partial(b"", out)
         return out
@@ -102,7 +106,7 @@ class LineBuffer:
     def _emit(self, line: bytes, out: list[bytes | OversizedLine]) -> None:
         size = len(line)
         if size > self._max_line:
-            out.append(OversizedLine(size, self._max_line))
+            out.append(OversizedLine(size, self._max_line, line[:HEAD]))
             return
         if line.endswith(b"\r"):
             line = line[:-1]
@@ -112,18 +116,29 @@ class LineBuffer:
     def _finish_partial(self, tail: bytes, out: list[bytes | OversizedLine]) -> None:
         size = self._size + len(tail)
         if size > self._max_line:
-            out.append(OversizedLine(size, self._max_line))
+            out.append(OversizedLine(size, self._max_line, self._head_of(tail)))
         else:
             self._parts.append(tail)
             self._emit(b"".join(self._parts), out)
         self._parts = []
         self._size = 0
 
+    def _head_of(self, tail: bytes) -> bytes:
+        """The first HEAD bytes of the held parts followed by ``tail``."""
+        head = bytearray()
+        for part in self._parts:
+            head += part[: HEAD - len(head)]
+            if len(head) >= HEAD:
+                return bytes(head)
+        head += tail[: HEAD - len(head)]
+        return bytes(head)
+
     def _hold(self, chunk: bytes) -> None:
         if not chunk:
             return
         size = self._size + len(chunk)
         if size > self._max_line:
+            self._head = self._head_of(chunk)
             self._parts = []
             self._size = 0
             self._discarding = True

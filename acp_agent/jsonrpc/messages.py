@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from acp_agent.errors import INVALID_REQUEST
 
 __all__ = [
@@ -138,3 +140,72 @@ def classify(obj: object) -> Message | Invalid:
             return ErrorResponse(id, obj["error"])
         return _invalid('a response needs exactly one of "result" and "error"', id)
     return _invalid('a message needs a "method" or an "id"')
+
+
+_WS = b" \t\r\n"
+
+
+def sniff_id(head: bytes) -> RequestId | None:
+    """The top-level ``"id"`` of a JSON-RPC object from its first bytes, if it is there.
+
+    Used to answer a request whose line was too long to read: the id is found by a
+    small scan that tracks strings and nesting depth, so an ``"id"`` inside ``params``
+    is never taken for the request's. Returns None when no complete top-level id
+    (an int or a string) appears in ``head``.
+    """
+    depth = 0
+    i = 0
+    n = len(head)
+    expect_key = False
+    while i < n:
+        c = head[i]
+        if c == 0x22:  # a string: a key if we are at depth 1 and expect one
+            end = i + 1
+            while end < n and head[end] != 0x22:
+                end += 2 if head[end] == 0x5C else 1
+            if end >= n:
+                return None
+            token = head[i : end + 1]
+            i = end + 1
+            if depth == 1 and expect_key:
+                expect_key = False
+                j = i
+                while j < n and head[j] in _WS:
+                    j += 1
+                if j >= n or head[j] != 0x3A:  # ':'
+                    continue
+                if token == b'"id"':
+                    return _id_value(head[j + 1 :])
+            continue
+        if c in b"{[":
+            depth += 1
+            expect_key = c == 0x7B and depth == 1
+        elif c in b"}]":
+            depth -= 1
+        elif c == 0x2C and depth == 1:  # ','
+            expect_key = True
+        i += 1
+    return None
+
+
+def _id_value(rest: bytes) -> RequestId | None:
+    rest = rest.lstrip(_WS)
+    if rest.startswith(b'"'):
+        end = 1
+        while end < len(rest) and rest[end] != 0x22:
+            end += 2 if rest[end] == 0x5C else 1
+        if end >= len(rest):
+            return None
+        token = rest[: end + 1]
+    else:
+        end = 0
+        while end < len(rest) and rest[end] in b"-+.eE0123456789":
+            end += 1
+        if end == len(rest):  # the number may go on past the head
+            return None
+        token = rest[:end]
+    try:
+        value = orjson.loads(token)
+    except orjson.JSONDecodeError:
+        return None
+    return value if is_request_id(value) and value is not None else None

@@ -1,0 +1,293 @@
+"""The performance floor: the benchmark commands on a bare asyncio + orjson loop.
+
+No validation, no models, no framework: read a line from stdin, `orjson.loads` it, dispatch on
+`method`, build the reply as a dict and `orjson.dumps` it into one buffered writer. Whatever this
+agent costs is the cost of pipes, JSON and the event loop on this machine, which no real agent can
+beat; the benchmark uses it to show that the driver is not the bottleneck and how close the other
+agents come to the floor.
+
+It follows `shared/reference-agent.md` for the commands the scenarios use: `/echo`, `/stream`,
+`/sleep` (cancellable), `/read`, the `available_commands_update` after `session/new`, and
+`session/cancel`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from itertools import count
+from typing import Any
+
+import orjson
+
+FLUSH_AT = 1 << 16
+
+COMMANDS = [
+    {"name": "echo", "description": "Reply with the given text", "input": {"hint": "text"}},
+    {"name": "stream", "description": "Stream chunks", "input": {"hint": "<count> [<size>]"}},
+    {"name": "sleep", "description": "Wait (cancellable)", "input": {"hint": "<ms>"}},
+    {"name": "read", "description": "Read a file", "input": {"hint": "<path> [<times>]"}},
+]
+
+
+class InvalidParams(Exception):
+    pass
+
+
+class Writer:
+    """Buffers encoded lines and hands them to the stdout pipe transport in batches."""
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self._transport = transport
+        self._buffer: list[bytes] = []
+        self._size = 0
+
+    def send(self, message: dict[str, Any]) -> None:
+        data = orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
+        self._buffer.append(data)
+        self._size += len(data)
+        if self._size >= FLUSH_AT:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._buffer:
+            self._transport.write(b"".join(self._buffer))
+            self._buffer.clear()
+            self._size = 0
+
+
+class _DrainProtocol(asyncio.Protocol):
+    def __init__(self) -> None:
+        self._paused = False
+        self._resumed: asyncio.Future[None] | None = None
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        if self._resumed is not None and not self._resumed.done():
+            self._resumed.set_result(None)
+
+    async def drain(self) -> None:
+        if self._paused:
+            self._resumed = asyncio.get_running_loop().create_future()
+            await self._resumed
+
+
+class FloorAgent:
+    def __init__(self, writer: Writer, drain: _DrainProtocol) -> None:
+        self.writer = writer
+        self.drain = drain
+        self.read_text_file = False
+        self.sessions: dict[str, str] = {}
+        self.turns: dict[str, asyncio.Task[None]] = {}
+        self.pending: dict[int, asyncio.Future[Any]] = {}
+        self.ids = count()
+        self.session_ids = count(1)
+
+    def handle(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        msg_id = message.get("id")
+        if method is None:
+            future = self.pending.pop(msg_id, None) if isinstance(msg_id, int) else None
+            if future is not None and not future.done():
+                future.set_result(message.get("result"))
+            return
+        params = message.get("params") or {}
+        if method == "session/prompt":
+            session_id = params["sessionId"]
+            task = asyncio.get_running_loop().create_task(self.prompt(msg_id, session_id, params))
+            self.turns[session_id] = task
+            return
+        if method == "session/cancel":
+            turn = self.turns.get(str(params.get("sessionId")))
+            if turn is not None:
+                turn.cancel()
+            return
+        if method == "initialize":
+            fs = (params.get("clientCapabilities") or {}).get("fs") or {}
+            self.read_text_file = bool(fs.get("readTextFile"))
+            result: Any = {
+                "protocolVersion": 1,
+                "agentCapabilities": {},
+                "agentInfo": {"name": "floor-agent", "version": "0.1.0"},
+            }
+        elif method == "session/new":
+            session_id = f"floor-{next(self.session_ids)}"
+            self.sessions[session_id] = params.get("cwd", "/")
+            self.writer.send({"jsonrpc": "2.0", "id": msg_id, "result": {"sessionId": session_id}})
+            self.update(
+                session_id,
+                {"sessionUpdate": "available_commands_update", "availableCommands": COMMANDS},
+            )
+            self.writer.flush()
+            return
+        elif "id" in message:
+            self.writer.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": msg_id,
+                    "error": {"code": -32601, "message": "Method not found"},
+                }
+            )
+            self.writer.flush()
+            return
+        else:
+            return
+        self.writer.send({"jsonrpc": "2.0", "id": msg_id, "result": result})
+        self.writer.flush()
+
+    def update(self, session_id: str, update: dict[str, Any]) -> None:
+        self.writer.send(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": session_id, "update": update},
+            }
+        )
+
+    def say(self, session_id: str, text: str) -> None:
+        self.update(
+            session_id,
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}},
+        )
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        request_id = next(self.ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = future
+        self.writer.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        self.writer.flush()
+        try:
+            return await future
+        finally:
+            self.pending.pop(request_id, None)
+
+    async def prompt(self, msg_id: Any, session_id: str, params: dict[str, Any]) -> None:
+        reply: dict[str, Any]
+        try:
+            await self.run(session_id, params)
+            reply = {"jsonrpc": "2.0", "id": msg_id, "result": {"stopReason": "end_turn"}}
+        except asyncio.CancelledError:
+            reply = {"jsonrpc": "2.0", "id": msg_id, "result": {"stopReason": "cancelled"}}
+        except InvalidParams as exc:
+            error = {"code": -32602, "message": f"Invalid params: {exc}"}
+            reply = {"jsonrpc": "2.0", "id": msg_id, "error": error}
+        finally:
+            if self.turns.get(session_id) is asyncio.current_task():
+                del self.turns[session_id]
+        self.writer.send(reply)
+        self.writer.flush()
+
+    async def run(self, session_id: str, params: dict[str, Any]) -> None:
+        blocks = params.get("prompt") or []
+        text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        if not text.startswith("/"):
+            self.say(session_id, f"{text}\n\n(no language model is configured; try /help)")
+            return
+        # Slice the arguments out once: with a 50 MiB /echo every copy counts.
+        line_end = text.find("\n")
+        if line_end < 0:
+            line_end = len(text)
+        space = text.find(" ", 1, line_end)
+        name = text[1:line_end] if space < 0 else text[1:space]
+        rest = "" if space < 0 else text[space + 1 : line_end].lstrip()
+        if name == "echo":
+            self.say(session_id, rest)
+            return
+        args = rest.split()
+        if name == "stream":
+            number = _int_arg(args, 0, "count")
+            size = _int_arg(args, 1, "size", 64)
+            chunk = "x" * size
+            for i in range(number):
+                self.say(session_id, chunk)
+                if i & 1023 == 1023:
+                    await self.drain.drain()
+        elif name == "sleep":
+            ms = _int_arg(args, 0, "ms")
+            await asyncio.sleep(ms / 1000)
+            self.say(session_id, f"slept {ms}")
+        elif name == "read":
+            if not args:
+                raise InvalidParams("path")
+            times = _int_arg(args, 1, "times", 1)
+            if not self.read_text_file:
+                self.say(session_id, "the client does not offer fs.readTextFile")
+                return
+            path = os.path.join(self.sessions.get(session_id, "/"), args[0])
+            total = 0
+            for _ in range(times):
+                result = await self.request(
+                    "fs/read_text_file", {"sessionId": session_id, "path": path}
+                )
+                total += len(result["content"])
+            self.say(session_id, f"read {total} chars")
+        else:
+            raise InvalidParams(f"unknown command {name}")
+
+
+def _int_arg(args: list[str], index: int, name: str, default: int | None = None) -> int:
+    if index >= len(args):
+        if default is None:
+            raise InvalidParams(name)
+        return default
+    if not args[index].isdigit():
+        raise InvalidParams(name)
+    return int(args[index])
+
+
+class LineReader(asyncio.Protocol):
+    """Splits stdin into lines as it arrives; a long line is kept as a list of chunks."""
+
+    def __init__(self, agent: FloorAgent) -> None:
+        self.agent = agent
+        self.partial: list[bytes] = []
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        start = 0
+        end = data.find(b"\n")
+        if end < 0:
+            self.partial.append(data)
+            return
+        if self.partial:
+            self.partial.append(data[:end])
+            line = b"".join(self.partial)
+            self.partial.clear()
+            self.line(line)
+            start = end + 1
+            end = data.find(b"\n", start)
+        while end >= 0:
+            self.line(data[start:end])
+            start = end + 1
+            end = data.find(b"\n", start)
+        if start < len(data):
+            self.partial.append(data[start:])
+
+    def line(self, line: bytes) -> None:
+        if line.strip():
+            self.agent.handle(orjson.loads(line))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def main() -> None:
+    loop = asyncio.get_running_loop()
+    drain = _DrainProtocol()
+    transport, _ = await loop.connect_write_pipe(lambda: drain, sys.stdout)
+    agent = FloorAgent(Writer(transport), drain)
+    reader = LineReader(agent)
+    await loop.connect_read_pipe(lambda: reader, sys.stdin)
+    await reader.done
+    agent.writer.flush()
+    for task in list(agent.turns.values()):
+        task.cancel()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,5 @@
+"""acp-agent's black-box ACP v1 conformance suite for agents (stdio).
+
+It launches an agent command as a subprocess, drives it as a strict client and judges the wire.
+It imports nothing from `acp_agent`. Entry point: `conformance.cli.main(argv)`.
+"""

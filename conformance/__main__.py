@@ -1,0 +1,7 @@
+"""`python -m conformance -- AGENT_COMMAND...`: see `cli.py`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
