@@ -65,7 +65,7 @@ from .jsonrpc import (
     encode_result,
     sniff_id,
 )
-from .transport import Transport
+from .transport import DirectSend, Transport
 
 log = logging.getLogger("acp_agent.connection")
 
@@ -199,6 +199,7 @@ class AgentSession:
         self._closed = False
         self._writer_failed = False
         self._writing = False  # the writer holds a batch it has not finished sending
+        self._try_send = transport.try_send if isinstance(transport, DirectSend) else None
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: anyio.Event | None = None  # set when the last in-flight request ends
         self._notes: deque[Notification] = deque()
@@ -334,7 +335,7 @@ class AgentSession:
             frame = encode_error(
                 request_id, value["code"], value["message"], value.get("data", MISSING)
             )
-        self._enqueue(frame)
+        self._enqueue(frame, urgent=True)
 
     async def _drain_notifications(self) -> None:
         # One task at a time works through the queue, so handlers see arrival order.
@@ -383,7 +384,7 @@ class AgentSession:
             raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
         waiter = _Waiter()
         request_id = self._pending.allocate(method, waiter)
-        self._enqueue(encode_request(request_id, method, params))
+        self._enqueue(encode_request(request_id, method, params), urgent=True)
         try:
             if timeout is None:
                 await waiter.event.wait()
@@ -403,7 +404,9 @@ class AgentSession:
 
     def _abandon(self, request_id: int) -> None:
         if self._pending.pop(request_id) is not None and not self._closed:
-            self._enqueue(encode_notification(CANCEL_REQUEST, {"requestId": request_id}))
+            self._enqueue(
+                encode_notification(CANCEL_REQUEST, {"requestId": request_id}), urgent=True
+            )
 
     def _on_response(self, msg: Response | ErrorResponse) -> None:
         request_id = msg.id
@@ -423,9 +426,30 @@ class AgentSession:
 
     # ------------------------------------------------------------------ the outbox
 
-    def _enqueue(self, frame: bytes) -> None:
+    def _enqueue(self, frame: bytes, *, urgent: bool = False) -> None:
+        """Queue ``frame`` behind everything queued before it.
+
+        An urgent frame (a response or a request: something the peer waits on) is
+        written at once, with everything queued before it, when the transport can
+        take it without waiting; notifications are left for the writer, which
+        coalesces them into few writes.
+        """
         self._outbox.append(frame)
         self._outbox_size += len(frame)
+        if urgent and self._try_send is not None and not self._writing and not self._writer_failed:
+            frames = self._outbox
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            try:
+                sent = self._try_send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                sent = 0  # the writer's send meets the same error and reports it
+            if sent == len(data):
+                self._outbox = []
+                self._outbox_size = 0
+                return
+            rest = data[sent:] if sent else data
+            self._outbox = [rest]
+            self._outbox_size = len(rest)
         self._wake.set()
 
     async def _pace(self) -> None:

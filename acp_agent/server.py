@@ -123,17 +123,34 @@ def _build_models() -> None:
     from_wire(PromptRequest, {"sessionId": "warm-up", "prompt": [{"type": "text", "text": ""}]})
 
 
+class _Batch:
+    """Consecutive steps of one turn, written to the store in one ``write_turn``."""
+
+    __slots__ = ("begin", "count", "end", "sealed", "session_id", "turn_id", "updates")
+
+    def __init__(self, session_id: str, turn_id: str) -> None:
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.begin: list[Any] | None = None
+        self.updates: list[Any] = []
+        self.end: str | None = None
+        self.count = 0  # how many pushes this batch holds
+        self.sealed = False  # being written: later pushes start a new batch
+
+
 class _Persister:
     """Writes turns to the store in order, off the turn's hot path, in batches.
 
-    :class:`~acp_agent.session.History` calls ``turn_started`` / ``turn_event``
-    synchronously as updates are sent; this queues them and one task writes them.
-    ``sync()`` waits until everything queued so far is durable.
+    :class:`~acp_agent.session.History` reports a turn's start and events
+    synchronously as updates are sent; they queue here and one task writes them.
+    Consecutive steps of the same turn merge into one store call (one transaction),
+    so a short turn costs one write. ``sync()`` waits until everything queued so far
+    is durable.
     """
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
-        self._ops: deque[tuple[str, str, str, Any]] = deque()
+        self._batches: deque[_Batch] = deque()
         self._queued = 0
         self._done = 0
         self._wake = anyio.Event()
@@ -143,18 +160,39 @@ class _Persister:
     def sink_for(self, session_id: str) -> _SessionSink:
         return _SessionSink(self, session_id)
 
-    def push(self, op: str, session_id: str, turn_id: str, payload: Any) -> None:
-        if op == "append" and self._ops:
-            last = self._ops[-1]
-            if last[0] == "append" and last[1] == session_id and last[2] == turn_id:
-                last[3].append(payload)
-                return
-            payload = [payload]
-        elif op == "append":
-            payload = [payload]
-        self._ops.append((op, session_id, turn_id, payload))
-        self._queued += 1
+    def _batch(self, session_id: str, turn_id: str, *, fresh: bool = False) -> _Batch:
+        if self._batches and not fresh:
+            last = self._batches[-1]
+            if (
+                not last.sealed
+                and last.end is None
+                and last.session_id == session_id
+                and last.turn_id == turn_id
+            ):
+                return last
+        batch = _Batch(session_id, turn_id)
+        self._batches.append(batch)
         self._wake.set()
+        return batch
+
+    def begin(self, session_id: str, turn_id: str, prompt: list[Any]) -> None:
+        batch = self._batch(session_id, turn_id, fresh=True)
+        batch.begin = prompt
+        self._count(batch)
+
+    def append(self, session_id: str, turn_id: str, update: Any) -> None:
+        batch = self._batch(session_id, turn_id)
+        batch.updates.append(update)
+        self._count(batch)
+
+    def end(self, session_id: str, turn_id: str, stop_reason: str) -> None:
+        batch = self._batch(session_id, turn_id)
+        batch.end = stop_reason
+        self._count(batch)
+
+    def _count(self, batch: _Batch) -> None:
+        batch.count += 1
+        self._queued += 1
 
     async def sync(self) -> None:
         target = self._queued
@@ -167,22 +205,25 @@ class _Persister:
 
     async def run(self) -> None:
         while True:
-            if not self._ops:
+            if not self._batches:
                 self._wake = anyio.Event()
                 await self._wake.wait()
                 continue
-            op, sid, tid, payload = self._ops.popleft()
+            batch = self._batches[0]
+            batch.sealed = True
             try:
-                if op == "begin":
-                    await self.store.begin_turn(sid, tid, payload)
-                elif op == "append":
-                    await self.store.append_updates(sid, tid, payload)
-                else:
-                    await self.store.end_turn(sid, tid, payload)
+                await self.store.write_turn(
+                    batch.session_id,
+                    batch.turn_id,
+                    begin=batch.begin,
+                    updates=batch.updates,
+                    end=batch.end,
+                )
             except Exception as exc:  # the store is broken: fail the turns that wait on it
-                log.exception("session store write failed (%s %s)", op, sid)
+                log.exception("session store write failed for %s", batch.session_id)
                 self.failed = exc
-            self._done += 1
+            self._batches.popleft()
+            self._done += batch.count
             self._progress.set()
 
 
@@ -192,10 +233,10 @@ class _SessionSink:
     session_id: str
 
     def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON]) -> None:
-        self.persister.push("begin", self.session_id, turn_id, list(prompt_updates))
+        self.persister.begin(self.session_id, turn_id, list(prompt_updates))
 
     def turn_event(self, turn_id: str, update: JsonText) -> None:
-        self.persister.push("append", self.session_id, turn_id, update)
+        self.persister.append(self.session_id, turn_id, update)
 
 
 class AcpServer:
@@ -453,7 +494,8 @@ class AcpServer:
         if self._models_ready is None:
             self._models_ready = anyio.Event()
             await self._warm_models()
-        await self._models_ready.wait()
+        if not self._models_ready.is_set():  # (waiting on a set Event still yields)
+            await self._models_ready.wait()
 
     async def _authenticate(self, params: Any, ctx: RequestContext) -> JSON:
         raw = _params(params)
@@ -880,10 +922,10 @@ class AcpServer:
             with anyio.CancelScope(shield=True):
                 if final is not None:
                     handle.commit(final)
-                    self._persister.push("end", session.session_id, turn.turn_id, final)
+                    self._persister.end(session.session_id, turn.turn_id, final)
                 else:
                     handle.abandon()
-                    self._persister.push("end", session.session_id, turn.turn_id, "end_turn")
+                    self._persister.end(session.session_id, turn.turn_id, "end_turn")
                 try:
                     await self._persister.sync()
                 finally:

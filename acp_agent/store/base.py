@@ -168,6 +168,20 @@ class SessionStore(Protocol):
         """Record how a turn ended; durable when this returns."""
         ...
 
+    async def write_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[dict[str, Any] | JsonText] | None = None,
+        updates: Sequence[dict[str, Any] | JsonText] = (),
+        end: str | None = None,
+    ) -> None:
+        """Several steps of one turn at once, in order: begin it (with ``begin``, the
+        prompt's updates), append ``updates``, end it (with ``end``, the stop reason).
+        One transaction; durable when this returns. The batching path of the server."""
+        ...
+
     async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
         """Every turn of the session in order. Raises ``ResourceNotFound`` for an unknown id."""
         ...

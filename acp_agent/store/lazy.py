@@ -82,6 +82,19 @@ class LazyStore:
     async def end_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
         await (await self._get()).end_turn(session_id, turn_id, stop_reason)
 
+    async def write_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[dict[str, Any] | JsonText] | None = None,
+        updates: Sequence[dict[str, Any] | JsonText] = (),
+        end: str | None = None,
+    ) -> None:
+        await (await self._get()).write_turn(
+            session_id, turn_id, begin=begin, updates=updates, end=end
+        )
+
     async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
         return await (await self._get()).load_history(session_id)
 

@@ -179,7 +179,7 @@ class MemorySessionStore:
     async def begin_turn(
         self, session_id: str, turn_id: str, prompt_updates: Sequence[dict[str, Any]]
     ) -> None:
-        bodies: builtins.list[bytes | str] = [dump_json(u) for u in prompt_updates]
+        bodies: builtins.list[bytes | str] = [dump_text(u) for u in prompt_updates]
         await self._enter()
         session = self._session(session_id)
         existing = session.turns.get(turn_id)
@@ -211,6 +211,23 @@ class MemorySessionStore:
             raise turn_refused(turn_id, "ended", "end_turn")
         turn.stop_reason = stop_reason
         self._touch(session)
+
+    async def write_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[dict[str, Any] | JsonText] | None = None,
+        updates: Sequence[dict[str, Any] | JsonText] = (),
+        end: str | None = None,
+    ) -> None:
+        """begin, append and end in one step (see ``SessionStore.write_turn``)."""
+        if begin is not None:
+            await self.begin_turn(session_id, turn_id, begin)  # type: ignore[arg-type]
+        if updates or (begin is None and end is None):
+            await self.append_updates(session_id, turn_id, updates)
+        if end is not None:
+            await self.end_turn(session_id, turn_id, end)
 
     async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
         await self._enter()

@@ -388,81 +388,98 @@ class SqliteSessionStore:
     def _touch(self, conn: sqlite3.Connection, session_id: str, now: str) -> None:
         conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
 
+    # -- turns: each step is a plain function on a connection, so write_turn can run
+    # -- several of them in one transaction (one thread hop, one commit).
+
+    def _begin_sync(
+        self, conn: sqlite3.Connection, session_id: str, turn_id: str, bodies: Sequence[str]
+    ) -> None:
+        if not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
+            raise session_not_found(session_id)
+        row = conn.execute(
+            "SELECT stop_reason FROM turns WHERE session_id = ? AND turn_id = ?",
+            (session_id, turn_id),
+        ).fetchone()
+        if row is not None:
+            raise turn_refused(turn_id, "running" if row[0] is None else "ended", "begin_turn")
+        now = self._timestamps.now()
+        conn.execute(
+            "INSERT INTO turns (session_id, turn_id, seq, started_at) VALUES (?, ?, "
+            "(SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?), ?)",
+            (session_id, turn_id, session_id, now),
+        )
+        conn.executemany(
+            "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
+            [(session_id, turn_id, i, b) for i, b in enumerate(bodies)],
+        )
+        self._touch(conn, session_id, now)
+
+    def _append_sync(
+        self, conn: sqlite3.Connection, session_id: str, turn_id: str, bodies: Sequence[str]
+    ) -> None:
+        self._check_turn(conn, session_id, turn_id, "append_updates")
+        if not bodies:
+            return
+        start = conn.execute(
+            "SELECT COALESCE(MAX(idx) + 1, 0) FROM updates WHERE session_id = ? AND turn_id = ?",
+            (session_id, turn_id),
+        ).fetchone()[0]
+        conn.executemany(
+            "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
+            [(session_id, turn_id, start + i, b) for i, b in enumerate(bodies)],
+        )
+        self._touch(conn, session_id, self._timestamps.now())
+
+    def _end_sync(
+        self, conn: sqlite3.Connection, session_id: str, turn_id: str, stop_reason: str
+    ) -> None:
+        self._check_turn(conn, session_id, turn_id, "end_turn")
+        now = self._timestamps.now()
+        conn.execute(
+            "UPDATE turns SET stop_reason = ?, ended_at = ? WHERE session_id = ? AND turn_id = ?",
+            (stop_reason, now, session_id, turn_id),
+        )
+        self._touch(conn, session_id, now)
+
     async def begin_turn(
         self, session_id: str, turn_id: str, prompt_updates: Sequence[dict[str, Any]]
     ) -> None:
-        bodies = [(session_id, turn_id, i, _text(u)) for i, u in enumerate(prompt_updates)]
-
-        def run(conn: sqlite3.Connection) -> None:
-            def body() -> None:
-                if not conn.execute(
-                    "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
-                ).fetchone():
-                    raise session_not_found(session_id)
-                row = conn.execute(
-                    "SELECT stop_reason FROM turns WHERE session_id = ? AND turn_id = ?",
-                    (session_id, turn_id),
-                ).fetchone()
-                if row is not None:
-                    raise turn_refused(
-                        turn_id, "running" if row[0] is None else "ended", "begin_turn"
-                    )
-                now = self._timestamps.now()
-                conn.execute(
-                    "INSERT INTO turns (session_id, turn_id, seq, started_at) VALUES (?, ?, "
-                    "(SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?), ?)",
-                    (session_id, turn_id, session_id, now),
-                )
-                conn.executemany(
-                    "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
-                    bodies,
-                )
-                self._touch(conn, session_id, now)
-
-            _transaction(conn, body, write=True)
-            self._open_turns.add((session_id, turn_id))
-
-        await self._run(run)
+        await self.write_turn(session_id, turn_id, begin=prompt_updates)
 
     async def append_updates(
         self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any] | JsonText]
     ) -> None:
+        await self.write_turn(session_id, turn_id, updates=updates)
+
+    async def end_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
+        await self.write_turn(session_id, turn_id, end=stop_reason)
+
+    async def write_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[dict[str, Any] | JsonText] | None = None,
+        updates: Sequence[dict[str, Any] | JsonText] = (),
+        end: str | None = None,
+    ) -> None:
+        begun = [_text(u) for u in begin] if begin is not None else None
         bodies = [_text(u) for u in updates]
 
         def run(conn: sqlite3.Connection) -> None:
             def body() -> None:
-                self._check_turn(conn, session_id, turn_id, "append_updates")
-                if not bodies:
-                    return
-                start = conn.execute(
-                    "SELECT COALESCE(MAX(idx) + 1, 0) FROM updates "
-                    "WHERE session_id = ? AND turn_id = ?",
-                    (session_id, turn_id),
-                ).fetchone()[0]
-                conn.executemany(
-                    "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
-                    [(session_id, turn_id, start + i, b) for i, b in enumerate(bodies)],
-                )
-                self._touch(conn, session_id, self._timestamps.now())
+                if begun is not None:
+                    self._begin_sync(conn, session_id, turn_id, begun)
+                if bodies or (begun is None and end is None):
+                    self._append_sync(conn, session_id, turn_id, bodies)
+                if end is not None:
+                    self._end_sync(conn, session_id, turn_id, end)
 
             _transaction(conn, body, write=True)
-
-        await self._run(run)
-
-    async def end_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
-        def run(conn: sqlite3.Connection) -> None:
-            def body() -> None:
-                self._check_turn(conn, session_id, turn_id, "end_turn")
-                now = self._timestamps.now()
-                conn.execute(
-                    "UPDATE turns SET stop_reason = ?, ended_at = ? "
-                    "WHERE session_id = ? AND turn_id = ?",
-                    (stop_reason, now, session_id, turn_id),
-                )
-                self._touch(conn, session_id, now)
-
-            _transaction(conn, body, write=True)
-            self._open_turns.discard((session_id, turn_id))
+            if begun is not None:
+                self._open_turns.add((session_id, turn_id))
+            if end is not None:
+                self._open_turns.discard((session_id, turn_id))
 
         await self._run(run)
 

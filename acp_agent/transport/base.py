@@ -37,3 +37,16 @@ class Transport(Protocol):
     async def send(self, data: bytes) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class DirectSend(Protocol):
+    """An optional fourth method a transport may offer: write without waiting.
+
+    ``try_send(data)`` writes what can be written at once and returns how many bytes
+    that was (0 when nothing could be, or while a ``send`` is still in progress). The
+    connection uses it to put a response on the wire in the same step that produced
+    it; whatever remains goes through ``send``, before anything else.
+    """
+
+    def try_send(self, data: bytes) -> int: ...

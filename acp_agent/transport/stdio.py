@@ -132,6 +132,27 @@ class StdioTransport:
             with memoryview(data) as view:
                 await self._write_all(fd, view)
 
+    def try_send(self, data: bytes) -> int:
+        """Write what the descriptor takes right now, without waiting; return the count.
+
+        Returns 0 while a ``send`` is in progress (its bytes must go first). The rest,
+        if any, is the caller's to ``send``: nothing else may be written in between.
+        """
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._torn:
+            raise anyio.BrokenResourceError("the byte stream is torn")
+        if self._send_lock.locked():
+            return 0
+        fd = self._write_fd
+        self._make_nonblocking(fd)
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise anyio.BrokenResourceError(f"writing fd {fd} failed: {exc}") from exc
+
     async def _write_all(self, fd: int, view: memoryview) -> None:
         written = 0
         total = len(view)
