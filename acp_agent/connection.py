@@ -28,6 +28,7 @@ from the layer above (:class:`MethodTable`).
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -70,6 +71,7 @@ from .transport import DirectSend, Transport
 log = logging.getLogger("acp_agent.connection")
 
 CANCEL_REQUEST: Final = "$/cancel_request"
+MAX_IDLE_WORKERS: Final = 8  # request worker tasks kept waiting for the next request
 HIGH_WATER: Final = 1 << 18  # outbox bytes above which senders wait for the writer
 YIELD_EVERY: Final = 64  # enqueues between forced checkpoints (lets the reader run)
 FINISH_GRACE: Final = 0.2  # seconds in-flight handlers get to finish after EOF
@@ -203,6 +205,10 @@ class AgentSession:
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: anyio.Event | None = None  # set when the last in-flight request ends
         self._notes: deque[Notification] = deque()
+        self._jobs_in, self._jobs_out = anyio.create_memory_object_stream[
+            tuple[Request, RequestContext]
+        ](math.inf)
+        self._idle_workers = 0
 
     # ------------------------------------------------------------------ state
 
@@ -233,6 +239,8 @@ class AgentSession:
                 with anyio.CancelScope(shield=True):
                     await self._shutdown()
                 tg.cancel_scope.cancel()
+                self._jobs_in.close()
+                self._jobs_out.close()
         self._tg = None
 
     async def _receive_loop(self, tg: anyio.abc.TaskGroup) -> None:
@@ -275,7 +283,7 @@ class AgentSession:
                         prepare(msg.params, ctx)
                     except Exception:  # the handler will meet the same input and answer
                         log.exception("prepare hook for %r failed", msg.method)
-                tg.start_soon(self._run_request, msg, ctx)
+                self._dispatch_job(msg, ctx, tg)
             elif isinstance(msg, Notification):
                 inline = self._table.inline.get(msg.method)
                 if msg.method == CANCEL_REQUEST:
@@ -299,6 +307,26 @@ class AgentSession:
 
     # ------------------------------------------------------------------ inbound
 
+    def _dispatch_job(self, req: Request, ctx: RequestContext, tg: anyio.abc.TaskGroup) -> None:
+        """Run the request in a worker task: an idle one, or a new one.
+
+        Starting a task costs tens of microseconds; handing a job to a waiting worker
+        costs a few. A worker is reserved when the job is handed over, so two requests
+        read together never queue behind each other.
+        """
+        if self._idle_workers > 0:
+            self._idle_workers -= 1
+        else:
+            tg.start_soon(self._worker, name="acp-request-worker")
+        self._jobs_in.send_nowait((req, ctx))
+
+    async def _worker(self) -> None:
+        async for req, ctx in self._jobs_out:
+            await self._run_request(req, ctx)
+            if self._idle_workers >= MAX_IDLE_WORKERS:
+                return
+            self._idle_workers += 1
+
     async def _run_request(self, req: Request, ctx: RequestContext) -> None:
         outcome: tuple[bool, Any] | None = None
         try:
@@ -318,11 +346,19 @@ class AgentSession:
                 self._idle.set()
             if outcome is None:  # cancelled from outside (connection shutting down)
                 outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
-            self._answer(req.id, outcome)
-        for callback in ctx.after_response:
-            await callback()
+            # With follow-ups (e.g. the commands after session/new) the answer waits
+            # for them, so both reach the client in one write, before it acts on either.
+            self._answer(req.id, outcome, urgent=not ctx.after_response)
+        if ctx.after_response:
+            try:
+                for callback in ctx.after_response:
+                    await callback()
+            finally:
+                self._kick()
 
-    def _answer(self, request_id: RequestId, outcome: tuple[bool, Any]) -> None:
+    def _answer(
+        self, request_id: RequestId, outcome: tuple[bool, Any], *, urgent: bool = True
+    ) -> None:
         """The one place a request's answer is written."""
         ok, value = outcome
         if ok:
@@ -335,7 +371,7 @@ class AgentSession:
             frame = encode_error(
                 request_id, value["code"], value["message"], value.get("data", MISSING)
             )
-        self._enqueue(frame, urgent=True)
+        self._enqueue(frame, urgent=urgent)
 
     async def _drain_notifications(self) -> None:
         # One task at a time works through the queue, so handlers see arrival order.
@@ -436,7 +472,20 @@ class AgentSession:
         """
         self._outbox.append(frame)
         self._outbox_size += len(frame)
-        if urgent and self._try_send is not None and not self._writing and not self._writer_failed:
+        if urgent:
+            self._kick()
+        else:
+            self._wake.set()
+
+    def _kick(self) -> None:
+        """Write the outbox now if the transport takes it without waiting; else wake
+        the writer."""
+        if (
+            self._outbox
+            and self._try_send is not None
+            and not self._writing
+            and not self._writer_failed
+        ):
             frames = self._outbox
             data = frames[0] if len(frames) == 1 else b"".join(frames)
             try:

@@ -155,6 +155,7 @@ class _Persister:
         self._done = 0
         self._wake = anyio.Event()
         self._progress = anyio.Event()
+        self._busy = False  # a write_turn is in progress
         self.failed: BaseException | None = None
 
     def sink_for(self, session_id: str) -> _SessionSink:
@@ -195,8 +196,19 @@ class _Persister:
         self._queued += 1
 
     async def sync(self) -> None:
+        """Wait until everything queued so far is durable.
+
+        The caller writes what is queued itself when no write is in progress: a turn
+        that ends costs one store call, not a wake-up of the writer task and another
+        of the turn.
+        """
         target = self._queued
-        while self._done < target and self.failed is None:
+        while self._done < target:
+            if self.failed is not None:
+                break
+            if not self._busy and self._batches:
+                await self._write_next()
+                continue
             if self._progress.is_set():
                 self._progress = anyio.Event()
             await self._progress.wait()
@@ -204,27 +216,36 @@ class _Persister:
             raise InternalError("the session store failed; see the agent's log")
 
     async def run(self) -> None:
+        """Write batches in the background (long turns stream to the store as they go)."""
         while True:
-            if not self._batches:
+            if self._busy or not self._batches:
                 self._wake = anyio.Event()
                 await self._wake.wait()
                 continue
-            batch = self._batches[0]
-            batch.sealed = True
-            try:
-                await self.store.write_turn(
-                    batch.session_id,
-                    batch.turn_id,
-                    begin=batch.begin,
-                    updates=batch.updates,
-                    end=batch.end,
-                )
-            except Exception as exc:  # the store is broken: fail the turns that wait on it
-                log.exception("session store write failed for %s", batch.session_id)
-                self.failed = exc
+            await self._write_next()
+
+    async def _write_next(self) -> None:
+        batch = self._batches[0]
+        batch.sealed = True  # later pushes for this turn start a new batch
+        self._busy = True
+        try:
+            await self.store.write_turn(
+                batch.session_id,
+                batch.turn_id,
+                begin=batch.begin,
+                updates=batch.updates,
+                end=batch.end,
+            )
+        except Exception as exc:  # the store is broken: fail the turns that wait on it
+            log.exception("session store write failed for %s", batch.session_id)
+            self.failed = exc
+        finally:
+            self._busy = False
             self._batches.popleft()
             self._done += batch.count
             self._progress.set()
+            if self._batches:
+                self._wake.set()
 
 
 @dataclass(slots=True)

@@ -222,12 +222,26 @@ class MemorySessionStore:
         end: str | None = None,
     ) -> None:
         """begin, append and end in one step (see ``SessionStore.write_turn``)."""
-        if begin is not None:
-            await self.begin_turn(session_id, turn_id, begin)  # type: ignore[arg-type]
-        if updates or (begin is None and end is None):
-            await self.append_updates(session_id, turn_id, updates)
+        begun = [dump_text(u) for u in begin] if begin is not None else None
+        bodies = [dump_text(u) for u in updates]
+        await self._enter()
+        session = self._session(session_id)
+        if begun is not None:
+            existing = session.turns.get(turn_id)
+            if existing is not None:
+                state = "running" if existing.stop_reason is None else "ended"
+                raise turn_refused(turn_id, state, "begin_turn")
+            session.turns[turn_id] = _Turn(turn_id, len(session.turns), list(begun))
+        turn = self._turn(session, turn_id)
+        if bodies or (begun is None and end is None):
+            if turn.stop_reason is not None:
+                raise turn_refused(turn_id, "ended", "append_updates")
+            turn.bodies.extend(bodies)
         if end is not None:
-            await self.end_turn(session_id, turn_id, end)
+            if turn.stop_reason is not None:
+                raise turn_refused(turn_id, "ended", "end_turn")
+            turn.stop_reason = end
+        self._touch(session)
 
     async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
         await self._enter()

@@ -392,7 +392,13 @@ class SqliteSessionStore:
     # -- several of them in one transaction (one thread hop, one commit).
 
     def _begin_sync(
-        self, conn: sqlite3.Connection, session_id: str, turn_id: str, bodies: Sequence[str]
+        self,
+        conn: sqlite3.Connection,
+        session_id: str,
+        turn_id: str,
+        bodies: Sequence[str],
+        *,
+        now: str,
     ) -> None:
         if not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
             raise session_not_found(session_id)
@@ -402,7 +408,6 @@ class SqliteSessionStore:
         ).fetchone()
         if row is not None:
             raise turn_refused(turn_id, "running" if row[0] is None else "ended", "begin_turn")
-        now = self._timestamps.now()
         conn.execute(
             "INSERT INTO turns (session_id, turn_id, seq, started_at) VALUES (?, ?, "
             "(SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?), ?)",
@@ -412,14 +417,10 @@ class SqliteSessionStore:
             "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
             [(session_id, turn_id, i, b) for i, b in enumerate(bodies)],
         )
-        self._touch(conn, session_id, now)
 
-    def _append_sync(
+    def _insert_updates(
         self, conn: sqlite3.Connection, session_id: str, turn_id: str, bodies: Sequence[str]
     ) -> None:
-        self._check_turn(conn, session_id, turn_id, "append_updates")
-        if not bodies:
-            return
         start = conn.execute(
             "SELECT COALESCE(MAX(idx) + 1, 0) FROM updates WHERE session_id = ? AND turn_id = ?",
             (session_id, turn_id),
@@ -428,18 +429,6 @@ class SqliteSessionStore:
             "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
             [(session_id, turn_id, start + i, b) for i, b in enumerate(bodies)],
         )
-        self._touch(conn, session_id, self._timestamps.now())
-
-    def _end_sync(
-        self, conn: sqlite3.Connection, session_id: str, turn_id: str, stop_reason: str
-    ) -> None:
-        self._check_turn(conn, session_id, turn_id, "end_turn")
-        now = self._timestamps.now()
-        conn.execute(
-            "UPDATE turns SET stop_reason = ?, ended_at = ? WHERE session_id = ? AND turn_id = ?",
-            (stop_reason, now, session_id, turn_id),
-        )
-        self._touch(conn, session_id, now)
 
     async def begin_turn(
         self, session_id: str, turn_id: str, prompt_updates: Sequence[dict[str, Any]]
@@ -468,12 +457,24 @@ class SqliteSessionStore:
 
         def run(conn: sqlite3.Connection) -> None:
             def body() -> None:
+                # One pass: the fewest statements for the common shapes (a whole short
+                # turn; a batch of updates of a running turn).
+                now = self._timestamps.now()
                 if begun is not None:
-                    self._begin_sync(conn, session_id, turn_id, begun)
-                if bodies or (begun is None and end is None):
-                    self._append_sync(conn, session_id, turn_id, bodies)
+                    self._begin_sync(conn, session_id, turn_id, [*begun, *bodies], now=now)
+                else:
+                    self._check_turn(
+                        conn, session_id, turn_id, "append_updates" if bodies else "end_turn"
+                    )
+                    if bodies:
+                        self._insert_updates(conn, session_id, turn_id, bodies)
                 if end is not None:
-                    self._end_sync(conn, session_id, turn_id, end)
+                    conn.execute(
+                        "UPDATE turns SET stop_reason = ?, ended_at = ? "
+                        "WHERE session_id = ? AND turn_id = ?",
+                        (end, now, session_id, turn_id),
+                    )
+                self._touch(conn, session_id, now)
 
             _transaction(conn, body, write=True)
             if begun is not None:
