@@ -853,10 +853,6 @@ class AcpServer:
             return await self._prompt_unclaimed(params, ctx, ctx.state.pop("waiter", None))
         session, turn, previous, client = claim
         try:
-            if turn.cancelled:
-                # The cancel (or close) arrived before the turn began: it never runs.
-                turn.finish("cancelled")
-                return {"stopReason": "cancelled"}
             request, blocks = await self._parse_prompt(params)
             return await self._begin_turn(session, client, turn, previous, request, blocks)
         finally:
@@ -917,7 +913,11 @@ class AcpServer:
         error: RequestError | None = None
         try:
             with turn.scope:
-                if self.turn_timeout is None:
+                if turn.cancelled:
+                    # The cancel (or close) arrived before the turn began: the prompt
+                    # is kept in history, the agent never runs it.
+                    pass
+                elif self.turn_timeout is None:
                     stop = await self.agent.prompt(prompt_turn)
                 else:
                     with anyio.fail_after(self.turn_timeout):
