@@ -248,11 +248,17 @@ class AgentSession:
             try:
                 data = await self._transport.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                for item in self._buffer.close():
-                    self._on_line(item, tg)
+                self._on_lines(self._buffer.close(), tg)
                 return
-            for item in self._buffer.feed(data):
-                self._on_line(item, tg)
+            self._on_lines(self._buffer.feed(data), tg)
+            del data
+
+    def _on_lines(self, lines: list[bytes | OversizedLine], tg: anyio.abc.TaskGroup) -> None:
+        # Each line is dropped as soon as it is decoded: a 50 MiB prompt must not stay
+        # alive as bytes while its turn runs.
+        lines.reverse()
+        while lines:
+            self._on_line(lines.pop(), tg)
 
     def _on_line(self, item: bytes | OversizedLine, tg: anyio.abc.TaskGroup) -> None:
         if isinstance(item, OversizedLine):

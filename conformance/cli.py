@@ -55,7 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="a skipped MUST-tier check (race not exercised, no busy agent) fails the verdict",
     )
     p.add_argument(
-        "--schema", metavar="PATH", help="ACP v1 schema.json (default: the vendored copy)"
+        "--schema",
+        metavar="PATH",
+        help="the official ACP v1 schema.json (default: $ACP_SCHEMA_DIR/schema.json, else "
+        "../shared/acp-schema/v1/schema.json beside this repository)",
     )
     p.add_argument("--list", action="store_true", help="list the checks and exit")
     p.add_argument("agent", nargs=argparse.REMAINDER, help="the agent command, after --")
