@@ -72,7 +72,7 @@ log = logging.getLogger("acp_agent.connection")
 
 CANCEL_REQUEST: Final = "$/cancel_request"
 MAX_IDLE_WORKERS: Final = 8  # request worker tasks kept waiting for the next request
-HIGH_WATER: Final = 1 << 18  # outbox bytes above which senders wait for the writer
+HIGH_WATER: Final = 1 << 16  # outbox bytes above which senders wait for the writer
 YIELD_EVERY: Final = 64  # enqueues between forced checkpoints (lets the reader run)
 FINISH_GRACE: Final = 0.2  # seconds in-flight handlers get to finish after EOF
 SHUTDOWN_GRACE: Final = 0.5  # seconds cancelled handlers get to answer on shutdown

@@ -23,6 +23,7 @@ from __future__ import annotations
 import enum
 import os
 import secrets
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -212,14 +213,19 @@ class TurnSink(Protocol):
     def turn_event(self, turn_id: str, update: JsonText) -> None: ...
 
 
+CHUNK_EVENTS: Final = 256  # events per compressed history chunk
+
+
 class TurnLog:
     """One turn of history: the user's prompt chunks first, then every update sent.
 
-    Events are kept as compact JSON text (a long streamed turn holds hundreds of
-    thousands of them) and decoded on access.
+    A long streamed turn holds hundreds of thousands of events, so they are kept as
+    JSON text, and every ``CHUNK_EVENTS`` of them are joined and compressed (history is
+    repetitive: a 100k-update turn keeps about a megabyte, not tens). ``events``
+    decodes them on access.
     """
 
-    __slots__ = ("_raw", "interrupted", "stop_reason", "turn_id")
+    __slots__ = ("_chunks", "_count", "_first", "_tail", "interrupted", "stop_reason", "turn_id")
 
     def __init__(
         self,
@@ -229,31 +235,44 @@ class TurnLog:
         interrupted: bool = False,
     ) -> None:
         self.turn_id = turn_id
-        self._raw: list[JsonText] = [_pack(e) for e in events]
+        self._chunks: list[bytes] = []  # zlib of newline-joined JSON texts
+        self._tail: list[JsonText] = []
+        self._count = 0
+        self._first: str | None = None
         self.stop_reason = stop_reason
         self.interrupted = interrupted
+        for event in events:
+            self.append(event)
 
     @property
     def events(self) -> list[JSON]:
         """The turn's events, decoded (a fresh list each time)."""
-        return [orjson.loads(raw) for raw in self._raw]
+        out: list[JSON] = []
+        for chunk in self._chunks:
+            out.extend(orjson.loads(line) for line in zlib.decompress(chunk).split(b"\n"))
+        out.extend(orjson.loads(raw) for raw in self._tail)
+        return out
 
     def __len__(self) -> int:
-        return len(self._raw)
+        return self._count
 
     def append(self, event: JSON) -> JsonText:
         raw = _pack(event)
-        self._raw.append(raw)
+        if self._count == 0:
+            kind = event.get("sessionUpdate")
+            self._first = kind if isinstance(kind, str) else None
+        self._count += 1
+        self._tail.append(raw)
+        if len(self._tail) >= CHUNK_EVENTS:
+            self._chunks.append(zlib.compress("\n".join(self._tail).encode(), 1))
+            self._tail = []
         return raw
 
     def first_kind(self) -> str | None:
-        if not self._raw:
-            return None
-        kind = orjson.loads(self._raw[0]).get("sessionUpdate")
-        return kind if isinstance(kind, str) else None
+        return self._first
 
     def __repr__(self) -> str:
-        return f"TurnLog({self.turn_id!r}, {len(self._raw)} events, {self.stop_reason!r})"
+        return f"TurnLog({self.turn_id!r}, {self._count} events, {self.stop_reason!r})"
 
     @property
     def open(self) -> bool:

@@ -144,13 +144,8 @@ class _Assistant:
 
 
 def turn_events(turn: TurnLog) -> list[JSON]:
-    """``turn.events``, working around a ``TurnLog`` that keeps its events as a ``str``
-    subclass, which ``orjson.loads`` refuses (reported to the lead)."""
-    try:
-        return turn.events
-    except (orjson.JSONDecodeError, TypeError):
-        raw: list[Any] = getattr(turn, "_raw", [])
-        return [orjson.loads(str.__str__(item)) for item in raw]
+    """The turn's events (``turn.events``)."""
+    return turn.events
 
 
 def turn_messages(turn: TurnLog) -> list[JSON]:

@@ -162,6 +162,22 @@ def _transaction(conn: sqlite3.Connection, fn: Callable[[], _T], *, write: bool)
     return result
 
 
+def _pack_rows(bodies: Sequence[str]) -> str:
+    """Several history items in one ``updates`` row: JSON texts joined by newlines.
+
+    A JSON text never holds a raw newline (it is escaped inside strings), so the split is
+    exact; a row written before batching held one item and reads the same way. One row per
+    batch keeps a streaming turn's writes to one INSERT, not one per update.
+    """
+    return "\n".join(bodies)
+
+
+def _unpack_rows(text: str | bytes) -> builtins.list[Any]:
+    if isinstance(text, bytes):
+        text = text.decode()
+    return [load_json(line) for line in text.split("\n")]
+
+
 def _record(row: tuple[Any, ...]) -> SessionRecord:
     sid, cwd, dirs, title, created_at, updated_at, mode_id, config, meta = row
     return SessionRecord(
@@ -413,10 +429,11 @@ class SqliteSessionStore:
             "(SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?), ?)",
             (session_id, turn_id, session_id, now),
         )
-        conn.executemany(
-            "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
-            [(session_id, turn_id, i, b) for i, b in enumerate(bodies)],
-        )
+        if bodies:
+            conn.execute(
+                "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, 0, ?)",
+                (session_id, turn_id, _pack_rows(bodies)),
+            )
 
     def _insert_updates(
         self, conn: sqlite3.Connection, session_id: str, turn_id: str, bodies: Sequence[str]
@@ -425,9 +442,9 @@ class SqliteSessionStore:
             "SELECT COALESCE(MAX(idx) + 1, 0) FROM updates WHERE session_id = ? AND turn_id = ?",
             (session_id, turn_id),
         ).fetchone()[0]
-        conn.executemany(
+        conn.execute(
             "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
-            [(session_id, turn_id, start + i, b) for i, b in enumerate(bodies)],
+            (session_id, turn_id, start, _pack_rows(bodies)),
         )
 
     async def begin_turn(
@@ -500,7 +517,7 @@ class SqliteSessionStore:
                     "SELECT turn_id, body FROM updates WHERE session_id = ? ORDER BY turn_id, idx",
                     (session_id,),
                 ):
-                    bodies[turn_id].append(load_json(text))
+                    bodies[turn_id].extend(_unpack_rows(text))
                 return [
                     TurnRecord(
                         turn_id=turn_id,

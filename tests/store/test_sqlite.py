@@ -123,7 +123,8 @@ async def test_wal_mode_foreign_keys_and_parents(tmp_path: Path) -> None:
         assert raw(db, "PRAGMA journal_mode") == [("wal",)]
         await store.create(SessionRecord("s", cwd="/"))
         await store.begin_turn("s", "t", [{"a": 1}, {"b": 2}])
-        assert raw(db, "SELECT count(*) FROM updates") == [(2,)]
+        # one row per written batch (the two prompt updates travel together)
+        assert raw(db, "SELECT count(*) FROM updates") == [(1,)]
         assert await store.delete("s") is True
         # ON DELETE CASCADE removed the turn and its updates, not just the session row.
         assert raw(db, "SELECT count(*) FROM turns") == [(0,)]
@@ -248,3 +249,22 @@ async def test_a_killed_process_loses_nothing_it_appended(tmp_path: Path) -> Non
         )
         assert turn.stop_reason is None
         assert turn.interrupted is True
+
+
+async def test_rows_from_before_batching_still_load(tmp_path: Path) -> None:
+    """A file whose rows each hold one item (as written before batching) reads the same."""
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.begin_turn("s", "t", [{"a": 1}])
+        await store.append_updates("s", "t", [{"b": "line\nbreak"}, {"c": 3}])
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(
+            "INSERT INTO updates (session_id, turn_id, idx, body) VALUES ('s', 't', 9, ?)",
+            ('{"d":4}',),
+        )
+    conn.close()
+    async with await SqliteSessionStore.open(db) as store:
+        (turn,) = await store.load_history("s")
+        assert turn.updates == ({"a": 1}, {"b": "line\nbreak"}, {"c": 3}, {"d": 4})
