@@ -19,8 +19,9 @@ This module does not know the connection or the store.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -153,6 +154,16 @@ class Agent:
     mcp_sse: ClassVar[bool] = False
 
     # -- connection-level -----------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Held open for as long as the connection is served.
+
+        Override to own resources that outlive single turns and sessions (a task group
+        for background work such as MCP server connections, an HTTP client pool); they
+        close when the connection ends, after every session has been closed.
+        """
+        yield
 
     async def initialize(self, params: InitializeParams) -> None:
         """Called for every ``initialize`` (a client may send it again)."""

@@ -338,7 +338,7 @@ class AcpServer:
             kwargs["dispatcher"] = self.dispatcher
         conn = AgentSession(transport, self.method_table(), **kwargs)
         self._conn = conn
-        async with anyio.create_task_group() as tg:
+        async with self.agent.lifespan(), anyio.create_task_group() as tg:
             tg.start_soon(self._persister.run, name="acp-persister")
             try:
                 await conn.serve()
