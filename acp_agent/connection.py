@@ -71,6 +71,7 @@ from .transport import DirectSend, Transport
 log = logging.getLogger("acp_agent.connection")
 
 CANCEL_REQUEST: Final = "$/cancel_request"
+JOIN_LIMIT: Final = 1 << 20  # frames are coalesced into one write up to this size
 MAX_IDLE_WORKERS: Final = 8  # request worker tasks kept waiting for the next request
 HIGH_WATER: Final = 1 << 16  # outbox bytes above which senders wait for the writer
 YIELD_EVERY: Final = 64  # enqueues between forced checkpoints (lets the reader run)
@@ -488,6 +489,7 @@ class AgentSession:
         the writer."""
         if (
             self._outbox
+            and self._outbox_size <= JOIN_LIMIT
             and self._try_send is not None
             and not self._writing
             and not self._writer_failed
@@ -532,14 +534,20 @@ class AgentSession:
 
     async def _flush_once(self) -> None:
         frames = self._outbox
-        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        size = self._outbox_size
         self._outbox = []
         self._outbox_size = 0
         if self._writer_failed:
             return
         self._writing = True
         try:
-            await self._transport.send(data)
+            if len(frames) == 1:
+                await self._transport.send(frames[0])
+            elif size <= JOIN_LIMIT:
+                await self._transport.send(b"".join(frames))
+            else:  # large frames are not copied into one joined buffer
+                for frame in frames:
+                    await self._transport.send(frame)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             # The client vanished. Keep running so handlers can unwind; drop output.
             log.warning("the client stopped reading (%s); output is dropped", exc)

@@ -214,6 +214,7 @@ class TurnSink(Protocol):
 
 
 CHUNK_EVENTS: Final = 256  # events per compressed history chunk
+BIG_EVENT: Final = 64 * 1024  # characters above which an event is compressed alone
 
 
 class TurnLog:
@@ -262,11 +263,20 @@ class TurnLog:
             kind = event.get("sessionUpdate")
             self._first = kind if isinstance(kind, str) else None
         self._count += 1
+        if len(raw) > BIG_EVENT:
+            # a large event (a pasted file, a big tool output): compressed on its own
+            self._seal()
+            self._chunks.append(zlib.compress(raw.encode(), 1))
+            return raw
         self._tail.append(raw)
         if len(self._tail) >= CHUNK_EVENTS:
+            self._seal()
+        return raw
+
+    def _seal(self) -> None:
+        if self._tail:
             self._chunks.append(zlib.compress("\n".join(self._tail).encode(), 1))
             self._tail = []
-        return raw
 
     def first_kind(self) -> str | None:
         return self._first
@@ -479,12 +489,20 @@ class Session:
         return os.path.normpath(path if os.path.isabs(path) else os.path.join(self.cwd, path))
 
     def within_roots(self, path: str) -> bool:
+        """Whether ``path`` (symlinks resolved) lies inside one of the session's roots."""
         real = os.path.realpath(path)
-        for root in self.roots:
-            base = os.path.realpath(root)
+        for base in self._real_roots():
             if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
                 return True
         return False
+
+    def _real_roots(self) -> tuple[str, ...]:
+        key = self.roots
+        cached = self.state.get("_real_roots")
+        if cached is None or cached[0] != key:
+            cached = (key, tuple(os.path.realpath(root) for root in key))
+            self.state["_real_roots"] = cached
+        return cached[1]
 
     def new_tool_call_id(self) -> str:
         self._tool_ids += 1

@@ -162,14 +162,29 @@ def _transaction(conn: sqlite3.Connection, fn: Callable[[], _T], *, write: bool)
     return result
 
 
-def _pack_rows(bodies: Sequence[str]) -> str:
-    """Several history items in one ``updates`` row: JSON texts joined by newlines.
+ROW_BYTES: Final = 1 << 20  # history items are grouped into rows of about this size
+
+
+def _pack_rows(bodies: Sequence[str]) -> builtins.list[str]:
+    """History items grouped into ``updates`` rows: JSON texts joined by newlines.
 
     A JSON text never holds a raw newline (it is escaped inside strings), so the split is
-    exact; a row written before batching held one item and reads the same way. One row per
-    batch keeps a streaming turn's writes to one INSERT, not one per update.
+    exact; a row written before batching held one item and reads the same way. Grouping
+    keeps a streaming turn's writes to a few INSERTs, not one per update; a large item
+    gets a row of its own, so it is never copied into a joined string.
     """
-    return "\n".join(bodies)
+    rows: builtins.list[str] = []
+    group: builtins.list[str] = []
+    size = 0
+    for body in bodies:
+        if group and size + len(body) > ROW_BYTES:
+            rows.append("\n".join(group))
+            group, size = [], 0
+        group.append(body)
+        size += len(body) + 1
+    if group:
+        rows.append("\n".join(group))
+    return rows
 
 
 def _unpack_rows(text: str | bytes) -> builtins.list[Any]:
@@ -429,11 +444,10 @@ class SqliteSessionStore:
             "(SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?), ?)",
             (session_id, turn_id, session_id, now),
         )
-        if bodies:
-            conn.execute(
-                "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, 0, ?)",
-                (session_id, turn_id, _pack_rows(bodies)),
-            )
+        conn.executemany(
+            "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
+            [(session_id, turn_id, i, row) for i, row in enumerate(_pack_rows(bodies))],
+        )
 
     def _insert_updates(
         self, conn: sqlite3.Connection, session_id: str, turn_id: str, bodies: Sequence[str]
@@ -442,9 +456,9 @@ class SqliteSessionStore:
             "SELECT COALESCE(MAX(idx) + 1, 0) FROM updates WHERE session_id = ? AND turn_id = ?",
             (session_id, turn_id),
         ).fetchone()[0]
-        conn.execute(
+        conn.executemany(
             "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
-            (session_id, turn_id, start, _pack_rows(bodies)),
+            [(session_id, turn_id, start + i, row) for i, row in enumerate(_pack_rows(bodies))],
         )
 
     async def begin_turn(
