@@ -2,10 +2,10 @@
 
 It owns the schema, its migrations and every SQL statement. It drives the standard library's
 ``sqlite3`` without blocking the event loop: the store holds one connection (opened with
-``check_same_thread=False``) and every operation runs in a worker thread
-(``anyio.to_thread.run_sync``), serialised by an ``anyio.Lock``. An operation that has reached
-its thread always runs to completion (cancellation waits for it), so a cancelled caller never
-leaves a transaction half-open.
+``check_same_thread=False``) and every operation runs on the store's own worker thread,
+fed by a queue, so operations are serialised. An operation that has reached its thread
+always runs to completion (cancellation waits for it), so a cancelled caller never leaves a
+transaction half-open.
 
 Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction then
 survives the death of the process (a killed agent loses nothing that a store call returned
@@ -24,15 +24,19 @@ the connection or pydantic.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
+import queue
 import sqlite3
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import anyio
-import anyio.to_thread
+import anyio.from_thread
+import anyio.lowlevel
 
 from acp_agent.store.base import (
     UNSET,
@@ -212,6 +216,51 @@ def _text(value: Any) -> str:
     return dump_text(value)
 
 
+class _Worker:
+    """The one thread that owns the connection; operations run there in arrival order.
+
+    A plain thread and a queue cost about half of a generic worker-thread hop on asyncio
+    (about 65 against 130 microseconds here), and they serialise the operations by
+    themselves. The caller waits shielded: an operation that has started always
+    finishes, so a cancelled caller never leaves a transaction half-open.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="acp-agent-sqlite", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._jobs.put(None)
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, token, box, done = job
+            try:
+                box.append((True, fn()))
+            except BaseException as exc:  # handed to the waiting task, which raises it
+                box.append((False, exc))
+            with contextlib.suppress(RuntimeError):  # the event loop is already gone
+                anyio.from_thread.run_sync(done.set, token=token)
+
+    async def run(self, fn: Callable[[], _T]) -> _T:
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
+        done = anyio.Event()
+        box: builtins.list[tuple[bool, Any]] = []
+        self._jobs.put((fn, anyio.lowlevel.current_token(), box, done))
+        with anyio.CancelScope(shield=True):
+            await done.wait()
+        ok, value = box[0]
+        if ok:
+            return cast(_T, value)
+        raise value
+
+
 class SqliteSessionStore:
     """A ``SessionStore`` on one SQLite file; create it with ``await SqliteSessionStore.open``."""
 
@@ -220,6 +269,7 @@ class SqliteSessionStore:
         self.path = Path(path)
         self._timestamps = Timestamps(clock)
         self._lock = anyio.Lock()
+        self._worker: _Worker | None = None
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self._open_turns: set[tuple[str, str]] = set()
@@ -236,9 +286,16 @@ class SqliteSessionStore:
     async def aopen(self) -> None:
         """Connect and migrate. Called once, by ``open``."""
         async with self._lock:
-            if self._conn is not None or self._closed:
+            if self._conn is not None or self._closed or self._worker is not None:
                 raise RuntimeError("a SqliteSessionStore can be opened only once")
-            self._conn = await anyio.to_thread.run_sync(_connect, self.path)
+            worker = self._worker = _Worker()
+            worker.start()
+            path = self.path
+            try:
+                self._conn = await worker.run(lambda: _connect(path))
+            except BaseException:
+                worker.stop()
+                raise
 
     async def __aenter__(self) -> SqliteSessionStore:
         if self._conn is None and not self._closed:
@@ -259,17 +316,21 @@ class SqliteSessionStore:
                 self._closed = True
                 conn, self._conn = self._conn, None
                 self._open_turns.clear()
-                if conn is not None:
-                    await anyio.to_thread.run_sync(conn.close)
+                worker, self._worker = self._worker, None
+                if worker is not None:
+                    if conn is not None:
+                        await worker.run(conn.close)  # after every operation queued before
+                    worker.stop()
 
     async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        async with self._lock:
-            conn = self._conn
-            if conn is None:
-                raise anyio.ClosedResourceError(
-                    "the store is closed" if self._closed else "the store was never opened"
-                )
-            return await anyio.to_thread.run_sync(fn, conn)
+        conn = self._conn
+        worker = self._worker
+        if conn is None or worker is None:
+            await anyio.lowlevel.checkpoint()
+            raise anyio.ClosedResourceError(
+                "the store is closed" if self._closed else "the store was never opened"
+            )
+        return await worker.run(lambda: fn(conn))
 
     # --- sessions ------------------------------------------------------------------------
 
