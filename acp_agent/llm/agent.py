@@ -16,13 +16,17 @@ cancelled turn unwinds through the cancellation exception (nothing here shields 
 HTTP stream or a running tool) and the library answers ``cancelled``.
 
 Each turn owns one ``httpx.AsyncClient``: its connections close when the turn ends,
-whichever way it ends.
+whichever way it ends. MCP server connections outlive turns: they are tasks of the
+connection's :meth:`LlmAgent.lifespan`, started when a session is created or loaded
+and stopped when it closes (at the latest when the lifespan ends).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
+from collections.abc import AsyncIterator
 from typing import Any, ClassVar, Final
 
 import anyio
@@ -31,6 +35,7 @@ import orjson
 
 from ..agent import Agent, PromptCapabilities, PromptTurn, StopReason
 from ..client import SessionClient, text_block, text_content
+from ..errors import ConnectionClosed
 from ..session import Session
 from .backend import ChatBackend
 from .config import LlmConfig
@@ -61,7 +66,7 @@ class LlmAgent(Agent):
     title = "acp-agent (LLM)"
     version = "0.1.0"
     prompt_capabilities: ClassVar[PromptCapabilities] = {"embeddedContext": True}
-    mcp_http = False  # the HTTP transport code exists but is not tested yet
+    mcp_http = True  # streamable HTTP; SSE is not offered
 
     def __init__(
         self, config: LlmConfig, *, http_transport: httpx.AsyncBaseTransport | None = None
@@ -73,6 +78,12 @@ class LlmAgent(Agent):
     def __repr__(self) -> str:
         return f"LlmAgent(model={self.config.model!r}, base_url={self.config.base_url!r})"
 
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Own the MCP server tasks for the life of the connection (they stop at its end)."""
+        async with super().lifespan(), self.mcp.running():
+            yield
+
     # ------------------------------------------------------------------ sessions
 
     async def new_session(self, session: Session) -> None:
@@ -82,7 +93,7 @@ class LlmAgent(Agent):
         await self._open_mcp(session)
 
     async def _open_mcp(self, session: Session) -> None:
-        # Connecting starts now and runs in the MCP host while the client sets up;
+        # Connecting starts now, in tasks of the lifespan, while the client sets up;
         # the first prompt turn waits for it and reports failures (updates may not
         # precede the session/new response, so they cannot be reported here).
         if session.mcp_servers:
@@ -96,7 +107,7 @@ class LlmAgent(Agent):
             await self.mcp.close_session(link)
 
     async def aclose(self) -> None:
-        """Stop every MCP server this agent started (sessions normally do it on close)."""
+        """Stop every MCP server now (closing sessions and the lifespan's end do it too)."""
         await self.mcp.aclose()
 
     # ------------------------------------------------------------------ turns
@@ -239,8 +250,13 @@ class _TurnLoop:
                 await inv.fail(f"Error: {message}")
         except BaseException:
             # Cancelled: end the visible tool call (v1 has no "cancelled" status).
+            # On EOF the connection may be gone already: nothing left to tell.
             if inv.handle is not None and not inv.finished:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_GRACE):
+                with (
+                    anyio.CancelScope(shield=True),
+                    anyio.move_on_after(CLOSE_GRACE),
+                    contextlib.suppress(ConnectionClosed),
+                ):
                     await inv.fail("The tool call was cancelled.")
             raise
 

@@ -1,22 +1,36 @@
 """MCP servers of ACP sessions, connected with the official ``mcp`` package.
 
-Why a thread: an MCP connection (``stdio_client`` / the streamable HTTP client and
-``ClientSession``) is a stack of async context managers with task groups inside, so
-it must be entered and left by one task that lives as long as the connection. An
-ACP session outlives every prompt turn, and the :class:`~acp_agent.agent.Agent`
-interface gives an agent no task of its own that lives that long. So
-:class:`McpHost` runs one small event loop (asyncio) in a daemon thread; each ACP
-session gets one host task there, with one child task per server that enters the
-connection, lists its tools and waits for the session to close. The ACP side talks
-to it only through an anyio ``BlockingPortal``, from worker threads, so the agent's
-own loop (asyncio or trio) never blocks and the ``mcp`` package always runs on
-asyncio. A cancelled turn abandons its wait and cancels the call in the host.
+Who owns what. An MCP connection (``stdio_client`` or ``streamable_http_client``,
+then ``ClientSession``) is a stack of async context managers with task groups inside,
+so one task must enter it and the same task must leave it. Each server therefore
+gets a task of its own that opens the connection, lists the tools, waits for its
+stop signal and closes the connection again. These tasks run in one task group that
+:meth:`McpHost.running` opens and :class:`~acp_agent.llm.agent.LlmAgent` holds open
+in its :meth:`~acp_agent.agent.Agent.lifespan`, i.e. for the life of the ACP
+connection, around every session. Nothing runs in another thread or event loop: it
+all runs on the connection's own loop, asyncio or trio (the ``mcp`` client is
+anyio-based; its stdio and streamable HTTP transports both work on trio).
 
-This module owns: connecting (in parallel, bounded by a timeout), the tool table
-offered to the model (``<server>__<tool>``, sanitised to the function-name alphabet),
-calling a tool, describing failures in one line, and stopping every server (closing
-its stdin, then terminating it, as the ``mcp`` package does) when the session closes.
-The thread stops when its last session closes.
+The rest of the agent reaches a server task only through events and its cancel
+scope: ``ready`` (connected or failed), ``stop`` (close now, gracefully) and
+``done`` (the task ended); a connect deadline sits on the task's cancel scope and is
+lifted once the server is up. Tool calls are the one exception, by design: a
+``ClientSession`` may be used by any task of its loop (only entering and leaving it
+is tied to the owner), so a prompt turn calls ``call_tool`` itself and cancelling
+the turn cancels the call.
+
+Servers start connecting when the session is created or loaded, in parallel, each
+bounded by the connect timeout; the first prompt turn waits for them. The tool table
+offered to the model names tools ``<server>__<tool>`` (sanitised to the
+function-name alphabet). A server that fails is described in one line. When the
+session closes, or at the latest when the lifespan ends, every server is stopped:
+stdio servers get their stdin closed, then are terminated (the ``mcp`` package's
+own shutdown); HTTP sessions are ended with a ``DELETE``. Stopping is shielded and
+bounded; a server that does not stop in time is cancelled.
+
+The lifespan's task group is found through a context variable set by
+:meth:`McpHost.running`, so an agent served on several connections at once starts a
+session's servers in that session's connection.
 
 It imports ``mcp`` lazily: without it, every server is reported as not started,
 with the name of the extra to install.
@@ -24,25 +38,28 @@ with the name of the extra to install.
 
 from __future__ import annotations
 
-import contextlib
+import contextvars
 import importlib.util
 import logging
+import math
 import re
 import sys
-import threading
-from concurrent.futures import Future
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
-import anyio.from_thread
+import anyio.abc
 
 log = logging.getLogger("acp_agent.llm.mcp")
 
 EXTRA_HINT: Final = "install the optional dependency with: pip install 'acp-agent[llm]'"
 SEPARATOR: Final = "__"
-CLOSE_BOUND: Final = 15.0
+#: how long stopping a set of servers may take before the stragglers are cancelled
+CLOSE_BOUND: Final = 10.0
+#: how long cancelled stragglers get to unwind (the stdio shutdown is shielded)
+CANCEL_BOUND: Final = 5.0
 
 _NAME_RE: Final = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -98,15 +115,24 @@ class McpTool:
 
 @dataclass(eq=False)
 class _Server:
-    """One server's connection; every field but ``spec`` is written in the host thread."""
+    """One server's connection, owned by one task (:meth:`McpHost._run_server`)."""
 
     spec: JSON
     name: str
+    #: the open ``ClientSession`` while connected, else None
     session: Any = None
     tools: list[Any] = field(default_factory=list)
     error: str | None = None
-    ready: anyio.Event | None = None
-    scope: anyio.CancelScope | None = None
+    #: the last HTTP error status the server answered (HTTP transport only)
+    http_status: int | None = None
+    #: connected or failed (the tool table can be built)
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    #: asked to close (set by the session side)
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    #: the owner task has ended and the connection is closed
+    done: anyio.Event = field(default_factory=anyio.Event)
+    #: the owner task's scope: a connect deadline, then cancelled only to force a stop
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
 @dataclass(eq=False)
@@ -114,25 +140,21 @@ class McpSessionLink:
     """The agent's handle on one ACP session's MCP servers."""
 
     servers: list[_Server]
-    #: set (in the host thread) once every server connected or failed
-    ready: threading.Event = field(default_factory=threading.Event)
+    #: set once every server connected or failed (then ``tools`` and ``failures`` hold)
+    ready: anyio.Event = field(default_factory=anyio.Event)
     tools: dict[str, McpTool] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
-    future: Future[None] | None = None
-    _stop: anyio.Event | None = None
     _by_function: dict[str, _Server] = field(default_factory=dict)
 
-    def stop_event(self) -> anyio.Event:
-        """The host-side stop signal (created and set only in the host thread)."""
-        if self._stop is None:
-            self._stop = anyio.Event()
-        return self._stop
-
-    def request_stop(self) -> None:
-        self.stop_event().set()
+    def _settle(self, server: _Server) -> None:
+        """Mark ``server`` connected or failed; publish the tools after the last one."""
+        if server.ready.is_set():
+            return
+        server.ready.set()
+        if all(s.ready.is_set() for s in self.servers):
+            self._publish()
 
     def _publish(self) -> None:
-        """Build the tool table from the connected servers (host thread, then ``ready``)."""
         used: set[str] = set()
         for server in self.servers:
             if server.error is not None or server.session is None:
@@ -161,10 +183,20 @@ class McpSessionLink:
         self.ready.set()
 
 
-# ------------------------------------------------------------------ host-thread side
+@dataclass(eq=False)
+class _Lifespan:
+    """One open :meth:`McpHost.running`: its task group and the sessions started in it."""
+
+    tg: anyio.abc.TaskGroup
+    links: set[McpSessionLink] = field(default_factory=set)
+    closing: bool = False
 
 
-async def _open(stack: AsyncExitStack, spec: JSON, cwd: str) -> tuple[Any, Any]:
+# ------------------------------------------------------------------ one server's task
+
+
+async def _open(stack: AsyncExitStack, server: _Server, cwd: str) -> tuple[Any, Any]:
+    spec = server.spec
     kind = spec.get("type")
     if kind == "http":
         from mcp.client import streamable_http
@@ -172,14 +204,24 @@ async def _open(stack: AsyncExitStack, spec: JSON, cwd: str) -> tuple[Any, Any]:
         headers = _env(spec.get("headers"))
         url = str(spec.get("url", ""))
         modern = getattr(streamable_http, "streamable_http_client", None)
-        if modern is not None:
-            from mcp.shared._httpx_utils import create_mcp_http_client
-
-            http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
-            streams = await stack.enter_async_context(modern(url, http_client=http))
-        else:  # mcp 1.x
+        if modern is None:  # mcp 1.x
             legacy = getattr(streamable_http, "streamablehttp_client")  # noqa: B009
             streams = await stack.enter_async_context(legacy(url, headers=headers))
+            return streams[0], streams[1]
+        # The mcp package's own client factory (its default timeouts: a long read
+        # timeout for server streams); the transport takes headers only this way.
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+
+        async def note_status(response: Any) -> None:
+            # The transport turns an HTTP error into a bare "error response"; keep
+            # the status for the one-line failure (401/403 are the usual ones).
+            if response.status_code >= 400:
+                server.http_status = response.status_code
+
+        http.event_hooks = {**http.event_hooks, "response": [note_status]}
+        streams = await stack.enter_async_context(modern(url, http_client=http))
         return streams[0], streams[1]
     if kind is not None:
         raise ValueError(f"unsupported MCP transport {kind!r}")
@@ -211,49 +253,6 @@ async def _list_tools(session: Any) -> list[Any]:
     return tools
 
 
-async def _run_server(server: _Server, link: McpSessionLink, cwd: str) -> None:
-    assert server.ready is not None
-    try:
-        with anyio.CancelScope() as scope:
-            server.scope = scope
-            async with AsyncExitStack() as stack:
-                from mcp import ClientSession
-
-                read, write = await _open(stack, server.spec, cwd)
-                session = await stack.enter_async_context(ClientSession(read, write))
-                await session.initialize()
-                server.tools = await _list_tools(session)
-                server.session = session
-                server.ready.set()
-                await link.stop_event().wait()
-                server.session = None
-    except Exception as exc:
-        if server.error is None and not server.ready.is_set():
-            server.error = describe(exc)
-        log.warning("MCP server %r: %s", server.name, describe(exc))
-    finally:
-        server.session = None
-        server.ready.set()
-
-
-async def _host_session(link: McpSessionLink, cwd: str, timeout: float) -> None:
-    async with anyio.create_task_group() as tg:
-        for server in link.servers:
-            server.ready = anyio.Event()
-            tg.start_soon(_run_server, server, link, cwd)
-        with anyio.move_on_after(timeout):
-            for server in link.servers:
-                await server.ready.wait()  # type: ignore[union-attr]
-        for server in link.servers:
-            if server.session is None and server.error is None:
-                server.error = f"it did not start within {timeout:g} s"
-                if server.scope is not None:
-                    server.scope.cancel()
-        for server in link.servers:
-            await server.ready.wait()  # type: ignore[union-attr]
-        link._publish()
-
-
 def _tool_result_text(result: Any) -> tuple[str, bool]:
     parts: list[str] = []
     for block in getattr(result, "content", None) or []:
@@ -278,130 +277,169 @@ def _tool_result_text(result: Any) -> tuple[str, bool]:
     return "\n".join(parts) or "(no output)", is_error
 
 
-async def _call(server: _Server, tool: str, args: JSON) -> tuple[str, bool]:
-    session = server.session
-    if session is None:
-        raise RuntimeError(f"MCP server {server.name!r} is not connected")
-    return _tool_result_text(await session.call_tool(tool, args))
-
-
-# ------------------------------------------------------------------ agent side
+# ------------------------------------------------------------------ the host
 
 
 class McpHost:
-    """The thread hosting MCP connections for every ACP session of one agent."""
+    """Runs the MCP connections of every ACP session of one agent, one task per server.
+
+    Use :meth:`running` around the connection (``LlmAgent.lifespan`` does); then
+    :meth:`open_session` / :meth:`wait_ready` / :meth:`call` / :meth:`close_session`.
+    """
 
     def __init__(self, connect_timeout: float = 30.0) -> None:
         self.connect_timeout = connect_timeout
-        self._portal: anyio.from_thread.BlockingPortal | None = None
-        self._thread: threading.Thread | None = None
-        self._links: set[McpSessionLink] = set()
+        self._current: contextvars.ContextVar[_Lifespan | None] = contextvars.ContextVar(
+            f"acp_agent_mcp_host_{id(self):x}", default=None
+        )
+        self._lifespans: list[_Lifespan] = []
+        #: server tasks started and not yet ended (for leak checks)
+        self.server_tasks = 0
 
     @property
-    def running(self) -> bool:
-        return self._thread is not None
+    def serving(self) -> bool:
+        """True while some :meth:`running` block is open."""
+        return bool(self._lifespans)
 
-    def _thread_main(self, started: threading.Event) -> None:
-        async def main() -> None:
-            async with anyio.from_thread.BlockingPortal() as portal:
-                self._portal = portal
-                started.set()
-                await portal.sleep_until_stopped()
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Own the server tasks for the duration of the block; stop them all on exit."""
+        async with anyio.create_task_group() as tg:
+            lifespan = _Lifespan(tg)
+            self._lifespans.append(lifespan)
+            token = self._current.set(lifespan)
+            try:
+                yield
+            finally:
+                lifespan.closing = True
+                try:
+                    self._current.reset(token)
+                except ValueError:  # pragma: no cover - left in another context
+                    self._current.set(None)
+                with anyio.CancelScope(shield=True):
+                    servers = [s for link in lifespan.links for s in link.servers]
+                    lifespan.links.clear()
+                    await _stop(servers)
+                self._lifespans.remove(lifespan)
+                tg.cancel_scope.cancel()
 
-        try:
-            anyio.run(main, backend="asyncio")
-        except BaseException:  # pragma: no cover - the loop itself failed
-            log.exception("the MCP host thread failed")
-        finally:
-            started.set()
-
-    async def _ensure_thread(self) -> anyio.from_thread.BlockingPortal:
-        if self._thread is None:
-            started = threading.Event()
-            thread = threading.Thread(
-                target=self._thread_main, args=(started,), name="acp-agent-mcp", daemon=True
-            )
-            thread.start()
-            self._thread = thread
-            await anyio.to_thread.run_sync(started.wait)
-        if self._portal is None:
-            raise RuntimeError("the MCP host thread did not start")
-        return self._portal
+    def _lifespan(self) -> _Lifespan | None:
+        lifespan = self._current.get()
+        if lifespan is None and len(self._lifespans) == 1:
+            lifespan = self._lifespans[0]  # called from a task started outside the block
+        if lifespan is None or lifespan.closing:
+            return None
+        return lifespan
 
     async def open_session(self, specs: list[JSON], cwd: str) -> McpSessionLink:
         """Start connecting the servers; returns at once (see :meth:`wait_ready`)."""
         link = McpSessionLink(
             [_Server(dict(s), str(s.get("name") or f"server{i}")) for i, s in enumerate(specs)]
         )
+        lifespan = self._lifespan()
+        reason: str | None = None
         if not specs:
-            link.ready.set()
-            return link
-        if not mcp_available():
+            pass
+        elif not mcp_available():
+            reason = f"the 'mcp' package is not installed; {EXTRA_HINT}"
+        elif lifespan is None:
+            reason = "the agent's lifespan is not running (serve it with AcpServer.serve)"
+            log.error("MCP servers requested outside LlmAgent.lifespan()")
+        if not specs or reason is not None:
             link.failures.extend(
-                f"MCP server {s.name!r} could not be started: the 'mcp' package is not "
-                f"installed; {EXTRA_HINT}"
-                for s in link.servers
+                f"MCP server {s.name!r} could not be started: {reason}" for s in link.servers
             )
             link.ready.set()
             return link
-        portal = await self._ensure_thread()
-        self._links.add(link)
-        link.future = await anyio.to_thread.run_sync(
-            portal.start_task_soon, _host_session, link, cwd, self.connect_timeout
-        )
+        assert lifespan is not None
+        lifespan.links.add(link)
+        for server in link.servers:
+            lifespan.tg.start_soon(self._run_server, link, server, cwd, name=f"mcp:{server.name}")
         return link
+
+    async def _run_server(self, link: McpSessionLink, server: _Server, cwd: str) -> None:
+        """The owner task: open, list tools, wait for ``stop``, close. Never raises
+        anything but cancellation (a failure must not end the lifespan's task group)."""
+        self.server_tasks += 1
+        timeout = self.connect_timeout
+        try:
+            with server.scope:
+                server.scope.deadline = anyio.current_time() + timeout
+                async with AsyncExitStack() as stack:
+                    from mcp import ClientSession
+
+                    read, write = await _open(stack, server, cwd)
+                    session = await stack.enter_async_context(ClientSession(read, write))
+                    await session.initialize()
+                    server.tools = await _list_tools(session)
+                    server.session = session
+                    server.scope.deadline = math.inf
+                    link._settle(server)
+                    await server.stop.wait()
+                    server.session = None
+            if server.scope.cancelled_caught and server.session is None and server.error is None:
+                if server.stop.is_set():
+                    server.error = "the session closed before it started"
+                else:
+                    server.error = f"it did not start within {timeout:g} s"
+        except Exception as exc:
+            if server.error is None and not server.ready.is_set():
+                server.error = describe(exc)
+                if server.http_status is not None:
+                    server.error += f" (HTTP {server.http_status})"
+            log.warning("MCP server %r: %s", server.name, describe(exc))
+        finally:
+            server.session = None
+            link._settle(server)
+            server.done.set()
+            self.server_tasks -= 1
 
     async def wait_ready(self, link: McpSessionLink) -> None:
         """Wait (cancellably) until every server of ``link`` connected or failed."""
-        if not link.ready.is_set():
-            await anyio.to_thread.run_sync(link.ready.wait, abandon_on_cancel=True)
+        await link.ready.wait()
 
     async def call(self, link: McpSessionLink, function: str, args: JSON) -> tuple[str, bool]:
-        """Call a tool; returns (text, is_error). Cancelling abandons and cancels the call."""
+        """Call a tool from the calling task; returns (text, is_error)."""
         server = link._by_function.get(function)
         tool = link.tools.get(function)
-        if server is None or tool is None or self._portal is None:
+        if server is None or tool is None:
             raise RuntimeError(f"no MCP tool named {function!r}")
-        future: Future[tuple[str, bool]] = await anyio.to_thread.run_sync(
-            self._portal.start_task_soon, _call, server, tool.tool, args
-        )
-        try:
-            return await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
-        finally:
-            if not future.done():
-                future.cancel()
+        session = server.session
+        if session is None:
+            raise RuntimeError(f"MCP server {server.name!r} is not connected")
+        return _tool_result_text(await session.call_tool(tool.tool, args))
 
     async def close_session(self, link: McpSessionLink) -> None:
-        """Stop the session's servers (bounded, shielded); stop the thread after the last."""
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_BOUND):
-            if link in self._links and self._portal is not None:
-                await anyio.to_thread.run_sync(self._portal.call, link.request_stop)
-                if link.future is not None:
-                    await anyio.to_thread.run_sync(_wait_quietly, link.future)
-            self._links.discard(link)
-            if not self._links:
-                await self.aclose()
+        """Stop the session's servers and wait until they have stopped (shielded, bounded)."""
+        with anyio.CancelScope(shield=True):
+            for lifespan in self._lifespans:
+                lifespan.links.discard(link)
+            await _stop(link.servers)
 
     async def aclose(self) -> None:
-        """Stop every session's servers and the thread."""
-        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_BOUND):
-            for link in list(self._links):
-                self._links.discard(link)
-                if self._portal is not None:
-                    await anyio.to_thread.run_sync(self._portal.call, link.request_stop)
-                if link.future is not None:
-                    await anyio.to_thread.run_sync(_wait_quietly, link.future)
-            thread, portal = self._thread, self._portal
-            self._thread = self._portal = None
-            if portal is not None:
-                with contextlib.suppress(RuntimeError):  # already stopped
-                    await anyio.to_thread.run_sync(lambda: portal.call(portal.stop))
-            if thread is not None:
-                await anyio.to_thread.run_sync(thread.join, CLOSE_BOUND)
+        """Stop every session's servers now (the lifespan's end does it anyway)."""
+        with anyio.CancelScope(shield=True):
+            for lifespan in self._lifespans:
+                servers = [s for link in lifespan.links for s in link.servers]
+                lifespan.links.clear()
+                await _stop(servers)
 
 
-def _wait_quietly(future: Future[None]) -> None:
-    try:
-        future.result(timeout=CLOSE_BOUND)
-    except BaseException as exc:
-        log.debug("MCP session host ended with %s", describe(exc))
+async def _stop(servers: list[_Server]) -> None:
+    """Ask each server task to close; cancel the ones still connecting or too slow."""
+    for server in servers:
+        server.stop.set()
+        if not server.ready.is_set():
+            server.scope.cancel()  # still connecting: nothing to close gracefully
+    with anyio.move_on_after(CLOSE_BOUND):
+        for server in servers:
+            await server.done.wait()
+    late = [s for s in servers if not s.done.is_set()]
+    for server in late:
+        log.warning(
+            "MCP server %r did not stop within %g s; cancelling it", server.name, CLOSE_BOUND
+        )
+        server.scope.cancel()
+    with anyio.move_on_after(CANCEL_BOUND):
+        for server in late:
+            await server.done.wait()

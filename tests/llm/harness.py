@@ -12,9 +12,11 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -28,6 +30,7 @@ from acp_agent.transport import MemoryTransport, memory_pair
 
 JSON = dict[str, Any]
 TIMEOUT = 15.0
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 class RpcError(Exception):
@@ -293,11 +296,17 @@ async def harness(
     store: Any = None,
 ) -> AsyncIterator[Harness]:
     """Fake model server + LLM agent served in-process + scripted client. On exit:
-    EOF to the agent, then checks that nothing leaked."""
+    EOF to the agent, then checks that nothing leaked (model connections, MCP server
+    tasks, child processes, asyncio tasks, terminals)."""
+    children_before = child_pids()
+    tasks_before = _asyncio_tasks()
     async with FakeModelServer.running() as fake:
         agent = LlmAgent(config(fake) if config is not None else base_config(fake))
         ours, theirs = memory_pair()
         served = anyio.Event()
+        stack = contextlib.AsyncExitStack()
+        stack.push_async_callback(theirs.aclose)
+        stack.push_async_callback(ours.aclose)
 
         async def serve() -> None:
             try:
@@ -305,7 +314,7 @@ async def harness(
             finally:
                 served.set()
 
-        async with anyio.create_task_group() as tg:
+        async with stack, anyio.create_task_group() as tg:
             tg.start_soon(serve)
             client = Client(ours, tg)
             if capabilities is not None:
@@ -323,8 +332,61 @@ async def harness(
                         lambda: all(t.exited.is_set() for t in client.terminals.values())
                     )
                 tg.cancel_scope.cancel()
-        await ours.aclose()
-        await theirs.aclose()
         await h.idle()
-        assert not agent.mcp.running, "the MCP host thread outlived the agent's sessions"
+        assert not agent.mcp.serving, "the MCP host outlived the agent's lifespan"
+        assert agent.mcp.server_tasks == 0, "an MCP server task outlived the lifespan"
         assert all(t.released for t in client.terminals.values()), "a terminal was not released"
+    leaked = child_pids() - children_before
+    assert not leaked, f"child processes outlived the agent: {sorted(leaked)}"
+    assert _asyncio_tasks() <= tasks_before, "asyncio tasks outlived the agent"
+
+
+def child_pids() -> set[int]:
+    """This process's live (or unreaped) children, from /proc (empty where there is none)."""
+    pids: set[int] = set()
+    with contextlib.suppress(OSError):
+        for task in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as fh:
+                pids.update(int(pid) for pid in fh.read().split())
+    return pids
+
+
+def _asyncio_tasks() -> set[Any]:
+    """The asyncio tasks alive now (empty on trio, whose nurseries cannot leak tasks)."""
+    import sniffio
+
+    if sniffio.current_async_library() != "asyncio":
+        return set()
+    import asyncio
+
+    return {t for t in asyncio.all_tasks() if not t.done()}
+
+
+@asynccontextmanager
+async def mcp_web_server(token: str) -> AsyncIterator[str]:
+    """Run ``fixtures/mcp_web.py`` (MCP over streamable HTTP, uvicorn on 127.0.0.1, a
+    port the kernel picks) requiring ``X-Calc-Token: <token>``; yields its URL."""
+    process = await anyio.open_process(
+        [sys.executable, str(FIXTURES / "mcp_web.py")],
+        env={**os.environ, "MCP_WEB_TOKEN": token},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=None,
+    )
+    try:
+        assert process.stdout is not None
+        line = b""
+        with anyio.fail_after(TIMEOUT):
+            while not line.endswith(b"\n"):
+                line += await process.stdout.receive()
+        yield f"http://127.0.0.1:{int(line)}/mcp"
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.terminate()
+            with anyio.move_on_after(TIMEOUT):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            await process.aclose()
