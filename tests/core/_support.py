@@ -6,8 +6,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import pytest
-
 from acp_agent.agent import Agent, PromptTurn
 from acp_agent.server import AcpServer
 from acp_agent.session import SlotState
@@ -76,23 +74,3 @@ def updates_for(frames: list[JSON], session_id: str) -> list[JSON]:
         for f in frames
         if f.get("method") == "session/update" and f["params"]["sessionId"] == session_id
     ]
-
-
-def _turnlog_events_broken() -> bool:
-    from acp_agent.session import TurnLog
-
-    try:
-        return TurnLog("probe", [{"sessionUpdate": "user_message_chunk"}]).events == []
-    except Exception:
-        return True
-
-
-TURNLOG_EVENTS_BROKEN = _turnlog_events_broken()
-
-#: for tests that read history events back: strict xfail while TurnLog.events is broken
-needs_history_events = pytest.mark.xfail(
-    TURNLOG_EVENTS_BROKEN,
-    strict=True,
-    reason="BUG: session.TurnLog.events calls orjson.loads on JsonText, a str subclass, "
-    "which orjson rejects (JSONDecodeError), so no stored event can be read back",
-)

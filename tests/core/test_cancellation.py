@@ -21,7 +21,6 @@ from tests.core._support import (
     ScriptAgent,
     assert_no_leaks,
     checked,
-    needs_history_events,
     prompt_params,
     updates_for,
 )
@@ -134,7 +133,6 @@ async def test_c_agent_raises_after_the_cancel_arrived(exc: str) -> None:
 # (d) ------------------------------------------------------------------------------------
 
 
-@needs_history_events
 @pytest.mark.parametrize("shielded", [True, False])
 async def test_d_cancel_between_two_updates(shielded: bool) -> None:
     probe = Probe()

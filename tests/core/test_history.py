@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from acp_agent.errors import IllegalTransition
 from acp_agent.session import STOP_REASONS, USER_KIND, History, TurnHandle, TurnLog, sanitize
-from tests.core._support import needs_history_events
 
 JSON = dict[str, Any]
 
@@ -64,7 +63,6 @@ class RecordingSink:
 # --------------------------------------------------------------------------- History
 
 
-@needs_history_events
 def test_start_turn_puts_the_prompt_first() -> None:
     history = History()
     handle = history.start_turn(
@@ -79,7 +77,6 @@ def test_start_turn_puts_the_prompt_first() -> None:
     assert history.events()[0]["content"] == {"type": "text", "text": "a"}
 
 
-@needs_history_events
 def test_an_empty_prompt_still_starts_with_a_user_chunk() -> None:
     history = History()
     history.start_turn("t1", [])
@@ -159,7 +156,6 @@ OP = st.one_of(
 )
 
 
-@needs_history_events
 @settings(max_examples=200, deadline=None)
 @given(st.lists(OP, max_size=40))
 def test_history_invariants_hold_under_any_operation_sequence(ops: list[tuple[str, Any]]) -> None:
@@ -229,14 +225,12 @@ def test_history_invariants_hold_under_any_operation_sequence(ops: list[tuple[st
 # --------------------------------------------------------------------------- sanitize
 
 
-@needs_history_events
 def test_sanitize_drops_an_empty_turn() -> None:
     turns = [TurnLog("t1", [], None, True), TurnLog("t2", [user(), agent()], "end_turn")]
     clean = sanitize(turns)
     assert [t.turn_id for t in clean] == ["t2"]
 
 
-@needs_history_events
 def test_sanitize_drops_a_turn_not_starting_with_a_user_chunk() -> None:
     turns = [
         TurnLog("t1", [agent("orphan"), user()], "end_turn"),
@@ -247,7 +241,6 @@ def test_sanitize_drops_a_turn_not_starting_with_a_user_chunk() -> None:
     assert clean[0].events == [user("q"), agent("a")]
 
 
-@needs_history_events
 def test_sanitize_drops_an_orphan_tool_call_update() -> None:
     turns = [
         TurnLog(
@@ -260,7 +253,6 @@ def test_sanitize_drops_an_orphan_tool_call_update() -> None:
     assert clean[0].events == [user(), tool("c1"), tool_update("c1", "completed")]
 
 
-@needs_history_events
 def test_sanitize_keeps_updates_for_a_tool_announced_in_an_earlier_turn() -> None:
     turns = [
         TurnLog("t1", [user(), tool("c1", "in_progress")], "end_turn"),
@@ -270,7 +262,6 @@ def test_sanitize_keeps_updates_for_a_tool_announced_in_an_earlier_turn() -> Non
     assert clean[1].events == [user(), tool_update("c1", "completed")]
 
 
-@needs_history_events
 def test_sanitize_forgets_tools_of_a_dropped_turn() -> None:
     turns = [
         TurnLog("t1", [agent(), tool("c1")], "end_turn"),  # dropped: no user chunk first
@@ -280,7 +271,6 @@ def test_sanitize_forgets_tools_of_a_dropped_turn() -> None:
     assert clean[0].events == [user()]
 
 
-@needs_history_events
 @pytest.mark.parametrize("interrupted", [True, False])
 def test_sanitize_fails_unfinished_tool_calls_of_an_interrupted_turn(interrupted: bool) -> None:
     events = [
@@ -308,7 +298,6 @@ def test_sanitize_fails_unfinished_tool_calls_of_an_interrupted_turn(interrupted
     ]
 
 
-@needs_history_events
 def test_sanitize_leaves_a_finished_turn_alone() -> None:
     events = [user(), tool("c1"), agent()]
     clean = sanitize([TurnLog("t1", list(events), "end_turn")])
@@ -338,7 +327,6 @@ TURN = st.builds(
 )
 
 
-@needs_history_events
 @settings(max_examples=200, deadline=None)
 @given(st.lists(TURN, max_size=6))
 def test_sanitize_output_is_a_valid_replay_and_a_fixed_point(turns: list[TurnLog]) -> None:

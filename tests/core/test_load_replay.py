@@ -20,7 +20,6 @@ from acp_agent.store import MemorySessionStore, SessionStore, SqliteSessionStore
 from tests.core._support import (
     ScriptAgent,
     checked,
-    needs_history_events,
     prompt_params,
     updates_for,
 )
@@ -119,7 +118,6 @@ async def run_turns(client: Any, sid: str, agent: RichAgent, script: list[str]) 
 SCRIPT = ["rich", "hold", "plain", "long"]
 
 
-@needs_history_events
 async def test_load_replays_exactly_what_was_seen_live(store: SessionStore, tmp_path: Path) -> None:
     cwd = str(tmp_path)
     agent = RichAgent()
@@ -145,7 +143,6 @@ async def test_load_replays_exactly_what_was_seen_live(store: SessionStore, tmp_
         assert resp["result"] == {"stopReason": "end_turn"}
 
 
-@needs_history_events
 async def test_load_on_the_same_connection_replays_too(store: SessionStore, tmp_path: Path) -> None:
     cwd = str(tmp_path)
     agent = RichAgent()
@@ -157,7 +154,6 @@ async def test_load_on_the_same_connection_replays_too(store: SessionStore, tmp_
         assert updates_for(before, sid)[: len(expected)] == expected
 
 
-@needs_history_events
 async def test_load_twice_gives_the_same_replay(store: SessionStore, tmp_path: Path) -> None:
     cwd = str(tmp_path)
     agent = RichAgent()
@@ -173,7 +169,6 @@ async def test_load_twice_gives_the_same_replay(store: SessionStore, tmp_path: P
     assert replays[0] == replays[1]
 
 
-@needs_history_events
 async def test_resume_replays_nothing(store: SessionStore, tmp_path: Path) -> None:
     cwd = str(tmp_path)
     agent = RichAgent()
@@ -271,7 +266,6 @@ async def test_close_semantics(store: SessionStore, tmp_path: Path) -> None:
         assert [s["sessionId"] for s in resp["result"]["sessions"]] == [sid]
 
 
-@needs_history_events
 async def test_a_closed_session_can_be_loaded_again(store: SessionStore, tmp_path: Path) -> None:
     cwd = str(tmp_path)
     agent = RichAgent()

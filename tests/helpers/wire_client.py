@@ -203,27 +203,14 @@ class ProcessClient:
         request_id = await self.start_prompt(session_id, text)
         return await self.finish_prompt(request_id, timeout)
 
-    async def cancel_until_answered(self, session_id: str, request_id: int) -> Turn:
-        """Send ``session/cancel`` until the prompt ``request_id`` is answered.
+    async def cancel(self, session_id: str, request_id: int) -> Turn:
+        """Send ``session/cancel`` for the prompt ``request_id`` and collect the turn.
 
-        A cancel that reaches the agent before its turn has started is a no-op, and
-        nothing on the wire says when the turn starts; so the cancel is repeated
-        whenever the agent stays silent for a moment.
+        The agent applies a cancel to the prompts it read before it, so one is enough
+        even if the turn has not started running yet.
         """
-        updates: list[Message] = []
-        requests: list[Message] = []
-        with anyio.fail_after(TIMEOUT):
-            while True:
-                await self.notify("session/cancel", {"sessionId": session_id})
-                with anyio.move_on_after(0.05):
-                    while True:
-                        message = await self.receive()
-                        if is_response(message, request_id):
-                            return Turn(message, updates, requests)
-                        if message.get("method") == "session/update":
-                            updates.append(message["params"]["update"])
-                        else:
-                            requests.append(message)
+        await self.notify("session/cancel", {"sessionId": session_id})
+        return await self.finish_prompt(request_id)
 
     async def answer(self, request: Message) -> None:
         try:

@@ -321,7 +321,7 @@ async def check_fail(client: ProcessClient, sid: str, tmp_path: Path) -> None:
 
 async def check_cancel_while_waiting(client: ProcessClient, sid: str, tmp_path: Path) -> None:
     request_id = await client.start_prompt(sid, "/sleep 30000")
-    turn = await client.cancel_until_answered(sid, request_id)
+    turn = await client.cancel(sid, request_id)
     assert turn.stop_reason == "cancelled" and turn.updates == []
 
     # Waiting on the client: the fs request is left unanswered, then cancelled.
