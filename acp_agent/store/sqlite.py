@@ -146,6 +146,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA cache_size = -512")  # KiB: the store reads little back
         conn.execute("PRAGMA foreign_keys = ON")
         _migrate(conn)
     except BaseException:
@@ -166,7 +167,7 @@ def _transaction(conn: sqlite3.Connection, fn: Callable[[], _T], *, write: bool)
     return result
 
 
-ROW_BYTES: Final = 1 << 20  # history items are grouped into rows of about this size
+ROW_BYTES: Final = 1 << 18  # history items are grouped into rows of about this size
 
 
 def _pack_rows(bodies: Sequence[str]) -> builtins.list[str]:
