@@ -52,7 +52,7 @@ class _Methods(Mapping[str, Any]):
             except RequestError as exc:
                 return Error(exc.code, exc.message, exc.data)
             except Exception as exc:  # handed back to the connection's error boundary
-                ctx_failures[id(ctx)] = exc
+                ctx.state["failure"] = exc
                 return Error(-32603, "Internal error")
 
         return adapter
@@ -62,9 +62,6 @@ class _Methods(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return 0
-
-
-ctx_failures: dict[int, BaseException] = {}
 
 
 class JsonRpcServerDispatcher:
@@ -81,10 +78,8 @@ class JsonRpcServerDispatcher:
         from oslash.either import Left
 
         request = RpcRequest(method, params if params is not None else [], ctx.id)
-        try:
-            _, result = await dispatch_request(cast(Any, self._methods), ctx, request)
-        finally:
-            failure = ctx_failures.pop(id(ctx), None)
+        _, result = await dispatch_request(cast(Any, self._methods), ctx, request)
+        failure = ctx.state.pop("failure", None)
         if failure is not None:
             raise failure
         if isinstance(result, Left):
