@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 import anyio
+import orjson
 
 from .errors import CapabilityError, IllegalTransition, PathOutsideRoots, RequestError
 from .session import Session
@@ -43,6 +44,8 @@ class Outbound(Protocol):
     async def call(self, method: str, params: JSON, *, timeout: float | None = None) -> Any: ...
 
     async def notify(self, method: str, params: JSON) -> None: ...
+
+    async def notify_json(self, method: str, params_json: bytes) -> None: ...
 
 
 class ClientCapabilities:
@@ -298,7 +301,7 @@ class Terminal:
 class SessionClient:
     """Agent -> client calls for one ACP session, gated by the client's capabilities."""
 
-    __slots__ = ("allow_outside_roots", "capabilities", "outbound", "session")
+    __slots__ = ("_params_head", "allow_outside_roots", "capabilities", "outbound", "session")
 
     def __init__(
         self,
@@ -312,6 +315,7 @@ class SessionClient:
         self.outbound = outbound
         self.capabilities = capabilities
         self.allow_outside_roots = allow_outside_roots
+        self._params_head = b'{"sessionId":' + orjson.dumps(session.session_id) + b',"update":'
 
     @property
     def session_id(self) -> str:
@@ -320,12 +324,20 @@ class SessionClient:
     # -- session/update -------------------------------------------------------
 
     async def update(self, update: JSON) -> None:
-        """Send one ``session/update``; record it into the open turn, if any."""
+        """Send one ``session/update``; record it into the open turn, if any.
+
+        Inside a turn the update is encoded once: the JSON text kept in history is the
+        text spliced into the frame.
+        """
         current = self.session.history.current
-        if current is not None:
-            current.record(update)
-        await self.outbound.notify(
-            "session/update", {"sessionId": self.session.session_id, "update": update}
+        if current is None:
+            await self.outbound.notify(
+                "session/update", {"sessionId": self.session.session_id, "update": update}
+            )
+            return
+        raw = current.record(update)
+        await self.outbound.notify_json(
+            "session/update", b"".join((self._params_head, raw.encode(), b"}"))
         )
 
     async def message(

@@ -62,6 +62,7 @@ from .jsonrpc import (
     decode,
     encode_error,
     encode_notification,
+    encode_notification_json,
     encode_request,
     encode_result,
     sniff_id,
@@ -413,6 +414,13 @@ class AgentSession:
         if self._closed:
             raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
         self._enqueue(encode_notification(method, params))
+        await self._pace()
+
+    async def notify_json(self, method: str, params_json: bytes) -> None:
+        """:meth:`notify` with params already encoded as JSON (spliced in as they are)."""
+        if self._closed:
+            raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
+        self._enqueue(encode_notification_json(method, params_json))
         await self._pace()
 
     async def call(self, method: str, params: Any, *, timeout: float | None = None) -> Any:

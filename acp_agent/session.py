@@ -311,12 +311,14 @@ class TurnHandle:
     def committed(self) -> bool:
         return not self._log.open
 
-    def record(self, update: JSON) -> None:
+    def record(self, update: JSON) -> JsonText:
+        """Add ``update`` to the turn; returns its JSON text (reused for the wire)."""
         if not self._log.open:
             raise IllegalTransition("turn history", "committed", "record")
         raw = self._log.append(update)
         if self._sink is not None:
             self._sink.turn_event(self._log.turn_id, raw)
+        return raw
 
     def commit(self, stop_reason: str) -> None:
         if stop_reason not in STOP_REASONS:

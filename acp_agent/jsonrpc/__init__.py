@@ -18,6 +18,7 @@ from .codec import (
     encode,
     encode_error,
     encode_notification,
+    encode_notification_json,
     encode_request,
     encode_result,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "encode",
     "encode_error",
     "encode_notification",
+    "encode_notification_json",
     "encode_request",
     "encode_result",
     "is_request_id",

@@ -108,6 +108,17 @@ def encode_notification(
     return encode({"jsonrpc": "2.0", "method": method, "params": params}, default=default)
 
 
+def encode_notification_json(method: str, params_json: bytes) -> bytes:
+    """A notification frame around ``params_json``, params already encoded as JSON.
+
+    For params whose parts were encoded already for another purpose (a history entry):
+    they are spliced in, not decoded and encoded again.
+    """
+    return b"".join(
+        (b'{"jsonrpc":"2.0","method":', orjson.dumps(method), b',"params":', params_json, b"}\n")
+    )
+
+
 def encode_result(id: RequestId, result: Any, *, default: Default | None = None) -> bytes:
     """A success response frame (``result`` is always written, ``null`` included)."""
     return encode({"jsonrpc": "2.0", "id": id, "result": result}, default=default)

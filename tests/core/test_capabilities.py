@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from acp_agent.agent import PromptTurn
@@ -304,6 +305,9 @@ class FakeOutbound:
 
     async def notify(self, method: str, params: JSON) -> None:
         self.sent.append((method, params))
+
+    async def notify_json(self, method: str, params_json: bytes) -> None:
+        self.sent.append((method, orjson.loads(params_json)))
 
 
 def make_client(caps: JSON | None = None) -> tuple[SessionClient, FakeOutbound]:

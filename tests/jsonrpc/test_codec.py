@@ -23,6 +23,7 @@ from acp_agent.jsonrpc import (
     encode,
     encode_error,
     encode_notification,
+    encode_notification_json,
     encode_request,
     encode_result,
     is_request_id,
@@ -273,3 +274,9 @@ def test_default_hook() -> None:
     assert orjson.loads(encode_request(1, "m", Point(1), default=default))["params"] == {"x": 1}
     with pytest.raises(TypeError, match="cannot encode"):
         encode_result(1, object(), default=default)
+
+
+def test_a_spliced_notification_is_the_same_frame() -> None:
+    params = {"sessionId": "s", "update": {"sessionUpdate": "x", "text": "é\n\u2028"}}
+    spliced = encode_notification_json("session/update", orjson.dumps(params))
+    assert spliced == encode_notification("session/update", params)
