@@ -23,7 +23,7 @@ and does not know concrete transports or agents.
 from __future__ import annotations
 
 import logging
-import secrets
+import os
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -545,7 +545,7 @@ class AcpServer:
         cwd = check_absolute_dir(raw.get("cwd"), "cwd")
         extra = check_additional_directories(raw.get("additionalDirectories"))
         servers = _mcp_servers(raw, self.agent)
-        session_id = f"sess_{secrets.token_hex(12)}"
+        session_id = f"sess_{os.urandom(12).hex()}"
         session = Session(
             session_id,
             cwd,
@@ -825,7 +825,7 @@ class AcpServer:
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None:
             return
-        turn = Turn(f"turn_{secrets.token_hex(8)}")
+        turn = Turn(f"turn_{os.urandom(8).hex()}")
         if session.slot.try_start(turn):
             ctx.state["claim"] = (session, turn, session.last_turn, self._client(session))
             session.last_turn = turn
@@ -868,7 +868,7 @@ class AcpServer:
             if queued is not None:
                 self._drop_waiter(*queued)
             raise
-        turn = Turn(f"turn_{secrets.token_hex(8)}")
+        turn = Turn(f"turn_{os.urandom(8).hex()}")
         waiter = queued[1] if queued is not None and queued[0] is session else None
         await self._acquire_slot(session, turn, waiter)
         try:

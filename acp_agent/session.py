@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import enum
 import os
-import secrets
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -472,7 +471,7 @@ class Session:
     #: the most recent turn (it may still be unwinding after a cancel)
     last_turn: Turn | None = None
     _tool_ids: int = 0
-    _tool_prefix: str = field(default_factory=lambda: secrets.token_hex(3))
+    _tool_prefix: str = field(default_factory=lambda: os.urandom(3).hex())
 
     @property
     def roots(self) -> tuple[str, ...]:

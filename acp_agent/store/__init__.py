@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Final
-
-import platformdirs
+from typing import TYPE_CHECKING, Any, Final
 
 from acp_agent.store.base import UNSET, JsonText, SessionRecord, SessionStore, TurnRecord, Unset
 from acp_agent.store.lazy import LazyStore
 from acp_agent.store.memory import MemorySessionStore
-from acp_agent.store.sqlite import SchemaVersionError, SqliteSessionStore
 
 __all__ = [
     "DB_ENV_VAR",
@@ -40,12 +37,28 @@ DB_ENV_VAR: Final = "ACP_AGENT_DB"
 _MEMORY_NAMES: Final = frozenset({":memory:", "memory"})
 
 
+if TYPE_CHECKING:
+    from acp_agent.store.sqlite import SchemaVersionError, SqliteSessionStore
+
+
+def __getattr__(name: str) -> Any:
+    # The SQLite store (sqlite3, the schema) is imported when first used, which is
+    # after the initialize response: start-up does not pay for it.
+    if name in ("SqliteSessionStore", "SchemaVersionError"):
+        from acp_agent.store import sqlite
+
+        return getattr(sqlite, name)
+    raise AttributeError(f"module 'acp_agent.store' has no attribute {name!r}")
+
+
 def default_db_path() -> Path:
     """The SQLite file used when no store is named: ``$ACP_AGENT_DB`` if set, else
     ``sessions.sqlite3`` in the user's data directory for ``acp-agent``."""
     override = os.environ.get(DB_ENV_VAR)
     if override:
         return Path(override).expanduser()
+    import platformdirs
+
     return Path(platformdirs.user_data_dir("acp-agent")) / "sessions.sqlite3"
 
 
@@ -61,4 +74,6 @@ async def open_store(url_or_path: str | None = None) -> SessionStore:
         target = os.environ.get(DB_ENV_VAR) or str(default_db_path())
     if target in _MEMORY_NAMES:
         return MemorySessionStore()
+    from acp_agent.store.sqlite import SqliteSessionStore
+
     return await SqliteSessionStore.open(target)
