@@ -471,6 +471,7 @@ class Session:
     #: the most recent turn (it may still be unwinding after a cancel)
     last_turn: Turn | None = None
     _tool_ids: int = 0
+    _resolved_roots: tuple[str, ...] | None = None
     _tool_prefix: str = field(default_factory=lambda: os.urandom(3).hex())
 
     @property
@@ -498,12 +499,10 @@ class Session:
         return False
 
     def _real_roots(self) -> tuple[str, ...]:
-        key = self.roots
-        cached = self.state.get("_real_roots")
-        if cached is None or cached[0] != key:
-            cached = (key, tuple(os.path.realpath(root) for root in key))
-            self.state["_real_roots"] = cached
-        return cached[1]
+        # cwd and the extra roots are fixed for a live session: resolve them once
+        if self._resolved_roots is None:
+            self._resolved_roots = tuple(os.path.realpath(root) for root in self.roots)
+        return self._resolved_roots
 
     def new_tool_call_id(self) -> str:
         self._tool_ids += 1
