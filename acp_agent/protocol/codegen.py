@@ -655,14 +655,14 @@ def ordered(
     return out
 
 
-PRELUDE = '''
+PRELUDE = """
 from typing import Any, ClassVar, Dict, List, Literal, Optional, Union
 
 from pydantic import ConfigDict, Discriminator, Field, Tag
 from typing_extensions import Annotated, TypeAlias
 
 from acp_agent.protocol._base import AcpModel, _Tagged, _TagDispatch
-'''
+"""
 
 
 def render_generated(
