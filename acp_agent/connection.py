@@ -27,8 +27,8 @@ from the layer above (:class:`MethodTable`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import math
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -67,7 +67,7 @@ from .jsonrpc import (
     encode_result,
     sniff_id,
 )
-from .transport import DirectSend, Transport
+from .transport import DirectSend, PushReceive, Transport
 
 log = logging.getLogger("acp_agent.connection")
 
@@ -84,12 +84,20 @@ FLUSH_GRACE: Final = 1.0  # seconds the last writes may take
 class RequestContext:
     """Per inbound request: its id, its cancel scope, what to do after the answer."""
 
-    __slots__ = ("after_response", "cancel_hook", "cancelled", "id", "method", "scope", "state")
+    __slots__ = (
+        "_scope",
+        "after_response",
+        "cancel_hook",
+        "cancelled",
+        "id",
+        "method",
+        "state",
+    )
 
     def __init__(self, request_id: RequestId, method: str) -> None:
         self.id = request_id
         self.method = method
-        self.scope = anyio.CancelScope()
+        self._scope: anyio.CancelScope | None = None  # made when first needed
         self.cancelled = False
         #: set by a handler that answers a cancelled request itself (a prompt turn
         #: answers ``stopReason: "cancelled"`` rather than ``-32800``)
@@ -98,14 +106,25 @@ class RequestContext:
         #: what a ``prepare`` hook hands to the request's handler
         self.state: dict[str, Any] = {}
 
+    @property
+    def scope(self) -> anyio.CancelScope:
+        """The scope the handler runs in (already cancelled if the request was)."""
+        if self._scope is None:
+            self._scope = anyio.CancelScope()
+            if self.cancelled and self.cancel_hook is None:
+                self._scope.cancel()
+        return self._scope
+
     def cancel(self) -> None:
         """Cancel this request (``$/cancel_request`` or shutdown)."""
         self.cancelled = True
         if self.cancel_hook is not None:
             self.cancel_hook()
-        else:
-            self.scope.cancel()
+        elif self._scope is not None:
+            self._scope.cancel()
 
+
+_NO_SCOPE: Final = contextlib.nullcontext()
 
 RequestFn = Callable[[Any, RequestContext], Awaitable[Any]]
 NotificationFn = Callable[[Any], Awaitable[None]]
@@ -207,10 +226,8 @@ class AgentSession:
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: anyio.Event | None = None  # set when the last in-flight request ends
         self._notes: deque[Notification] = deque()
-        self._jobs_in, self._jobs_out = anyio.create_memory_object_stream[
-            tuple[Request, RequestContext]
-        ](math.inf)
-        self._idle_workers = 0
+        self._jobs: deque[tuple[Request, RequestContext]] = deque()
+        self._idle_workers: deque[anyio.Event] = deque()  # one per waiting worker
 
     # ------------------------------------------------------------------ state
 
@@ -241,14 +258,23 @@ class AgentSession:
                 with anyio.CancelScope(shield=True):
                     await self._shutdown()
                 tg.cancel_scope.cancel()
-                self._jobs_in.close()
-                self._jobs_out.close()
         self._tg = None
 
     async def _receive_loop(self, tg: anyio.abc.TaskGroup) -> None:
+        transport = self._transport
+        if isinstance(transport, PushReceive):
+            # Lines are handled straight from the transport's readiness callback:
+            # everything below is synchronous, so it needs no task of its own.
+            def consume(data: bytes) -> None:
+                self._on_lines(self._buffer.feed(data), tg)
+
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await transport.receive_each(consume)
+            self._on_lines(self._buffer.close(), tg)
+            return
         while True:
             try:
-                data = await self._transport.receive()
+                data = await transport.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 self._on_lines(self._buffer.close(), tg)
                 return
@@ -318,27 +344,38 @@ class AgentSession:
     def _dispatch_job(self, req: Request, ctx: RequestContext, tg: anyio.abc.TaskGroup) -> None:
         """Run the request in a worker task: an idle one, or a new one.
 
-        Starting a task costs tens of microseconds; handing a job to a waiting worker
-        costs a few. A worker is reserved when the job is handed over, so two requests
-        read together never queue behind each other.
+        Starting a task costs tens of microseconds; waking a waiting worker costs a
+        few. Each queued job wakes its own worker (or starts one), so two requests read
+        together never queue behind each other.
         """
-        if self._idle_workers > 0:
-            self._idle_workers -= 1
+        self._jobs.append((req, ctx))
+        if self._idle_workers:
+            self._idle_workers.popleft().set()
         else:
             tg.start_soon(self._worker, name="acp-request-worker")
-        self._jobs_in.send_nowait((req, ctx))
 
     async def _worker(self) -> None:
-        async for req, ctx in self._jobs_out:
-            await self._run_request(req, ctx)
-            if self._idle_workers >= MAX_IDLE_WORKERS:
+        jobs = self._jobs
+        while True:
+            while jobs:
+                req, ctx = jobs.popleft()
+                await self._run_request(req, ctx)
+            if len(self._idle_workers) >= MAX_IDLE_WORKERS:
                 return
-            self._idle_workers += 1
+            wake = anyio.Event()
+            self._idle_workers.append(wake)
+            try:
+                await wake.wait()
+            finally:
+                if not wake.is_set():  # cancelled while idle (shutdown)
+                    self._idle_workers.remove(wake)
 
     async def _run_request(self, req: Request, ctx: RequestContext) -> None:
         outcome: tuple[bool, Any] | None = None
         try:
-            with ctx.scope:
+            # A request with a cancel hook (a claimed prompt turn) is cancelled through
+            # it and answers for itself: it needs no scope of its own.
+            with ctx.scope if ctx.cancel_hook is None else _NO_SCOPE:
                 try:
                     outcome = (True, await self._dispatcher.dispatch(req.method, req.params, ctx))
                 except RequestError as exc:

@@ -33,6 +33,7 @@ import base64
 import binascii
 import builtins
 import enum
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -194,6 +195,7 @@ class SessionStore(Protocol):
 # --- helpers shared by the implementations ------------------------------------------------
 
 _TS_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
+_SECOND_FORMAT: Final = "%Y-%m-%dT%H:%M:%S"
 
 
 def system_clock() -> datetime:
@@ -203,18 +205,36 @@ def system_clock() -> datetime:
 class Timestamps:
     """Fixed-width ISO 8601 UTC timestamps, strictly increasing within one instance."""
 
-    __slots__ = ("_clock", "_last")
+    __slots__ = ("_clock", "_last", "_last_micros", "_prefix", "_second")
 
     def __init__(self, clock: Clock | None = None) -> None:
         self._clock = clock or system_clock
         self._last: datetime | None = None
+        self._last_micros = 0
+        self._second = -1
+        self._prefix = ""
 
     def now(self) -> str:
+        if self._clock is system_clock:
+            return self._now_system()
         current = self._clock().astimezone(timezone.utc)
         if self._last is not None and current <= self._last:
             current = self._last + timedelta(microseconds=1)
         self._last = current
         return current.strftime(_TS_FORMAT)
+
+    def _now_system(self) -> str:
+        # The same text as the general path, without a datetime per call: the part up to
+        # the second is formatted once per second (this runs once per stored turn).
+        micros = time.time_ns() // 1000
+        if micros <= self._last_micros:
+            micros = self._last_micros + 1
+        self._last_micros = micros
+        second, fraction = divmod(micros, 1_000_000)
+        if second != self._second:
+            self._second = second
+            self._prefix = datetime.fromtimestamp(second, timezone.utc).strftime(_SECOND_FORMAT)
+        return f"{self._prefix}.{fraction:06d}Z"
 
 
 def encode_cursor(updated_at: str, session_id: str) -> str:

@@ -50,9 +50,10 @@ class _Turn:
 
 @dataclass(slots=True)
 class _Session:
-    record: SessionRecord
+    record: SessionRecord  # its updated_at may lag behind ``updated_at`` below
     config_json: bytes
     meta_json: bytes
+    updated_at: str = ""  # the latest; copied into ``record`` when it is read
     turns: dict[str, _Turn] = field(default_factory=dict)
 
 
@@ -83,13 +84,20 @@ class MemorySessionStore:
             raise turn_not_found(session.record.session_id, turn_id) from None
 
     def _touch(self, session: _Session) -> None:
-        session.record = replace(session.record, updated_at=self._timestamps.now())
+        # Every stored turn touches its session: a string, not a new record.
+        session.updated_at = self._timestamps.now()
+
+    @staticmethod
+    def _record(session: _Session) -> SessionRecord:
+        if session.record.updated_at != session.updated_at:
+            session.record = replace(session.record, updated_at=session.updated_at)
+        return session.record
 
     @staticmethod
     def _export(session: _Session) -> SessionRecord:
         # Fresh mappings, so callers never alias what is stored.
         return replace(
-            session.record,
+            MemorySessionStore._record(session),
             config=load_json(session.config_json),
             meta=load_json(session.meta_json),
         )
@@ -99,17 +107,19 @@ class MemorySessionStore:
         if record.session_id in self._sessions:
             raise session_exists(record.session_id)
         now = self._timestamps.now()
+        updated_at = record.updated_at or now
         session = _Session(
             record=replace(
                 record,
                 additional_directories=tuple(record.additional_directories),
                 created_at=record.created_at or now,
-                updated_at=record.updated_at or now,
+                updated_at=updated_at,
                 config={},
                 meta={},
             ),
             config_json=dump_json(dict(record.config)),
             meta_json=dump_json(dict(record.meta)),
+            updated_at=updated_at,
         )
         self._sessions[record.session_id] = session
         return self._export(session)
@@ -148,7 +158,8 @@ class MemorySessionStore:
                 session.config_json = config_json
             if meta_json is not None:
                 session.meta_json = meta_json
-            session.record = replace(session.record, updated_at=self._timestamps.now(), **changes)
+            session.updated_at = self._timestamps.now()
+            session.record = replace(session.record, updated_at=session.updated_at, **changes)
         return self._export(session)
 
     async def list(
@@ -162,9 +173,9 @@ class MemorySessionStore:
                 s
                 for s in self._sessions.values()
                 if cwd is None or s.record.cwd == cwd
-                if after is None or (s.record.updated_at, s.record.session_id) < after
+                if after is None or (s.updated_at, s.record.session_id) < after
             ),
-            key=lambda s: (s.record.updated_at, s.record.session_id),
+            key=lambda s: (s.updated_at, s.record.session_id),
             reverse=True,
         )
         page = [self._export(s) for s in rows[:limit]]
@@ -224,7 +235,11 @@ class MemorySessionStore:
         """begin, append and end in one step (see ``SessionStore.write_turn``)."""
         begun = [dump_text(u) for u in begin] if begin is not None else None
         bodies = [dump_text(u) for u in updates]
-        await self._enter()
+        # No checkpoint: this runs on a turn's way to its response, which it would
+        # delay by a pass of the event loop (and split the turn's last frames into two
+        # writes). Everything here is synchronous.
+        if self._closed:
+            raise anyio.ClosedResourceError
         session = self._session(session_id)
         if begun is not None:
             existing = session.turns.get(turn_id)

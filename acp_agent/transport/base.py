@@ -10,9 +10,10 @@ opaque bytes. Cutting them into lines is the framing layer's job.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Transport"]
+__all__ = ["DirectSend", "PushReceive", "Transport"]
 
 
 @runtime_checkable
@@ -50,3 +51,19 @@ class DirectSend(Protocol):
     """
 
     def try_send(self, data: bytes) -> int: ...
+
+
+@runtime_checkable
+class PushReceive(Protocol):
+    """An optional method a transport may offer: hand chunks over as they arrive.
+
+    ``receive_each(consumer)`` calls ``consumer(chunk)`` for each chunk, in order,
+    until end of stream, and then returns. It raises what :meth:`Transport.receive`
+    would (``anyio.ClosedResourceError`` after our own ``aclose``,
+    ``anyio.BrokenResourceError`` when reading fails), and whatever ``consumer``
+    raises, after which nothing more is delivered. ``consumer`` must be synchronous:
+    it may run straight from the event loop's readiness callback, outside any task,
+    which saves a task switch per chunk. Cancelling the caller stops delivery.
+    """
+
+    async def receive_each(self, consumer: Callable[[bytes], None]) -> None: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pathlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -13,7 +14,7 @@ from anyio import wait_all_tasks_blocked
 
 from acp_agent.errors import OversizedLine
 from acp_agent.jsonrpc import LineBuffer
-from acp_agent.transport import StdioTransport, Transport, memory_pair
+from acp_agent.transport import PushReceive, StdioTransport, Transport, memory_pair
 
 pytestmark = pytest.mark.anyio
 
@@ -242,13 +243,17 @@ async def test_stdio_second_receiver_is_refused() -> None:
         await a.send(b"x")
 
 
-async def test_stdio_close_wakes_a_waiting_receiver() -> None:
+@pytest.mark.parametrize("how", ["receive", "receive_each"])
+async def test_stdio_close_wakes_a_waiting_receiver(how: str) -> None:
     async with pipe_pair() as (_a, b):
         outcome: list[BaseException] = []
 
         async def receiver() -> None:
             try:
-                await b.receive()
+                if how == "receive":
+                    await b.receive()
+                else:
+                    await b.receive_each(lambda data: None)
             except anyio.ClosedResourceError as exc:
                 outcome.append(exc)
 
@@ -299,3 +304,92 @@ async def test_stdio_fast_reads_still_let_others_run() -> None:
             await receive_exactly(b, 50)
             done = True
         assert ticks > 1
+
+
+# --------------------------------------------------------------------------- receive_each
+
+
+async def collect_each(t: StdioTransport) -> bytes:
+    got = bytearray()
+    await t.receive_each(got.extend)
+    return bytes(got)
+
+
+async def test_stdio_offers_push_receive() -> None:
+    async with pipe_pair() as (a, _b):
+        assert isinstance(a, PushReceive)
+    mem, other = memory_pair()
+    async with mem, other:
+        assert not isinstance(mem, PushReceive)  # the connection falls back to receive()
+
+
+async def test_receive_each_delivers_everything_in_order_then_returns_at_eof() -> None:
+    payload = b"".join(b"%06d\n" % i for i in range(40_000))  # several pipe buffers
+    async with pipe_pair(chunk_size=4096) as (a, b):
+        async with anyio.create_task_group() as tg:
+            result: list[bytes] = []
+
+            async def receiver() -> None:
+                result.append(await collect_each(b))
+
+            tg.start_soon(receiver)
+            await a.send(payload)
+            await a.aclose()  # EOF for b
+        assert result == [payload]
+
+
+async def test_receive_each_consumer_error_stops_delivery_and_propagates() -> None:
+    async with pipe_pair() as (a, b):
+        seen: list[bytes] = []
+
+        def consumer(data: bytes) -> None:
+            seen.append(data)
+            raise ValueError("consumer bug")
+
+        await a.send(b"first\n")
+        with pytest.raises(ValueError, match="consumer bug"):
+            await b.receive_each(consumer)
+        assert seen == [b"first\n"]
+        await a.send(b"second\n")
+        assert await b.receive() == b"second\n"  # nothing was lost by the reader
+
+
+async def test_receive_each_cancelled_then_resumed_loses_nothing() -> None:
+    async with pipe_pair() as (a, b):
+        got = bytearray()
+        with anyio.move_on_after(0) as scope:
+            await b.receive_each(got.extend)
+        assert scope.cancelled_caught
+        await a.send(b"after\n")
+        assert await receive_exactly(b, 6) == b"after\n"
+        assert got == b""
+
+
+async def test_receive_each_refuses_a_second_receiver() -> None:
+    async with pipe_pair() as (a, b), anyio.create_task_group() as tg:
+        tg.start_soon(b.receive_each, lambda data: None)
+        await wait_all_tasks_blocked()
+        with pytest.raises(anyio.BusyResourceError):
+            await b.receive()
+        tg.cancel_scope.cancel()
+    del a
+
+
+@pytest.mark.parametrize("source", ["regular file", "/dev/null"])
+async def test_receive_each_reads_sources_epoll_cannot_watch(
+    source: str, tmp_path: pathlib.Path
+) -> None:
+    # A regular file and /dev/null never block; epoll refuses both (EPERM).
+    if source == "regular file":
+        path = tmp_path / "input.jsonl"
+        path.write_bytes(b"line one\nline two\n")
+        expected = b"line one\nline two\n"
+    else:
+        path = pathlib.Path(os.devnull)
+        expected = b""
+    read_fd = os.open(path, os.O_RDONLY)
+    _, write_fd = os.pipe()
+    t = StdioTransport(read_fd, write_fd, closefd=True)
+    async with t:
+        with anyio.fail_after(5):
+            assert await collect_each(t) == expected
