@@ -235,9 +235,10 @@ class MemorySessionStore:
         """begin, append and end in one step (see ``SessionStore.write_turn``)."""
         begun = [dump_text(u) for u in begin] if begin is not None else None
         bodies = [dump_text(u) for u in updates]
-        # No checkpoint: this runs on a turn's way to its response, which it would
-        # delay by a pass of the event loop (and split the turn's last frames into two
-        # writes). Everything here is synchronous.
+        # No checkpoint unless cancelled: this runs on a turn's way to its response, which
+        # a pass of the event loop would delay (and split the turn's last frames into two
+        # writes). Everything below is synchronous.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         if self._closed:
             raise anyio.ClosedResourceError
         session = self._session(session_id)

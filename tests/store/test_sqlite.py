@@ -18,7 +18,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from acp_agent.store import SchemaVersionError, SessionRecord, SqliteSessionStore, TurnRecord
-from acp_agent.store.sqlite import SCHEMA_VERSION
+from acp_agent.store.sqlite import CHECKPOINT_EVERY, SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 
@@ -268,3 +268,50 @@ async def test_rows_from_before_batching_still_load(tmp_path: Path) -> None:
     async with await SqliteSessionStore.open(db) as store:
         (turn,) = await store.load_history("s")
         assert turn.updates == ({"a": 1}, {"b": "line\nbreak"}, {"c": 3}, {"d": 4})
+
+
+async def test_a_turn_write_never_holds_the_event_loop_while_another_writer_has_the_lock(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "locked.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        other = sqlite3.connect(db, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another process is writing
+            written = anyio.Event()
+
+            async def write() -> None:
+                await store.write_turn("s", "t", begin=[{"p": 0}], end="end_turn")
+                written.set()
+
+            # Had the write waited for the lock on this thread, the loop would be stuck
+            # inside it and nothing below would run until busy_timeout (5 s) ran out.
+            with anyio.fail_after(2):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(write)
+                    await anyio.wait_all_tasks_blocked()
+                    assert not written.is_set()
+                    other.execute("COMMIT")
+            assert written.is_set()
+        finally:
+            other.close()
+        [turn] = await store.load_history("s")
+        assert (turn.updates, turn.stop_reason) == (({"p": 0},), "end_turn")
+
+
+async def test_background_checkpoints_keep_the_wal_small(tmp_path: Path) -> None:
+    db = tmp_path / "wal.sqlite3"
+    wal = Path(f"{db}-wal")
+    rounds = 8
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        for r in range(rounds):
+            for i in range(CHECKPOINT_EVERY):
+                await store.write_turn("s", f"t{r}.{i}", begin=[{"p": i}], end="end_turn")
+            await store.get("s")  # after the checkpoint the worker was handed
+        # Each turn adds several pages to the WAL; unchecked it would hold them all
+        # (about 34 MB here), checkpointed it is reused.
+        assert (await anyio.Path(wal).stat()).st_size < 2 * CHECKPOINT_EVERY * 6 * 4096
+        history = await store.load_history("s")
+        assert len(history) == rounds * CHECKPOINT_EVERY
