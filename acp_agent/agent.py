@@ -114,11 +114,27 @@ class PromptTurn:
 
     session: Session
     client: SessionClient
-    request: PromptRequest
+    #: the ``session/prompt`` params exactly as received (already validated)
+    params: dict[str, Any]
     #: the prompt's content blocks exactly as received (wire dicts)
     blocks: list[dict[str, Any]]
     turn_id: str
     extra: dict[str, Any] = field(default_factory=dict)
+    _request: PromptRequest | None = field(default=None, repr=False)
+
+    @property
+    def request(self) -> PromptRequest:
+        """The params as the typed ``PromptRequest`` model.
+
+        A prompt of plain text blocks is validated without pydantic when it arrives, and
+        its model is only built here, on first use (it then cannot fail).
+        """
+        if self._request is None:
+            from .protocol import PromptRequest
+            from .protocol.wire import from_wire
+
+            self._request = from_wire(PromptRequest, self.params)
+        return self._request
 
     @property
     def prompt(self) -> list[ContentBlock]:

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import anyio
 import anyio.abc
@@ -62,6 +62,9 @@ from .session import (
 )
 from .store import JsonText, MemorySessionStore, SessionRecord, SessionStore
 from .transport import Transport
+
+if TYPE_CHECKING:
+    from .protocol import PromptRequest
 
 log = logging.getLogger("acp_agent.server")
 
@@ -114,6 +117,36 @@ def _mcp_servers(params: JSON, agent: Agent) -> list[Any]:
 
 
 _GATED_BLOCKS: Final = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
+
+
+#: a prompt's params, its typed request when already built, its content blocks
+_Parsed = tuple[JSON, "PromptRequest | None", list[Any]]
+
+
+def _plain_text_prompt(params: JSON) -> bool:
+    """Whether ``params`` is a valid ``PromptRequest`` made only of plain text blocks.
+
+    True only for input the generated model accepts (a property test holds the two
+    together); False means "not decided here", and the model then validates it.
+    """
+    meta = params.get("_meta")
+    if type(params.get("sessionId")) is not str or (meta is not None and type(meta) is not dict):
+        return False
+    blocks = params.get("prompt")
+    if type(blocks) is not list:
+        return False
+    for block in blocks:
+        if (
+            type(block) is not dict
+            or block.get("type") != "text"
+            or type(block.get("text")) is not str
+            or "annotations" in block
+        ):
+            return False
+        meta = block.get("_meta")
+        if meta is not None and type(meta) is not dict:
+            return False
+    return True
 
 
 def _build_models() -> None:
@@ -834,16 +867,24 @@ class AcpServer:
             # Queue in arrival order, not in the order handler tasks happen to start.
             ctx.state["waiter"] = (session, self._enqueue_waiter(session))
 
-    async def _parse_prompt(self, params: Any) -> tuple[Any, list[Any]]:
-        raw = _params(params)
-        await self._models()
-        from .protocol import PromptRequest
-        from .protocol.wire import from_wire
+    async def _parse_prompt(self, params: Any) -> _Parsed:
+        """Validate the params: (params, the typed request or None, the blocks).
 
-        request = from_wire(PromptRequest, raw)
+        A prompt of plain text blocks (the common case) is checked here exactly, without
+        pydantic, and its typed model is left for :attr:`PromptTurn.request` to build if
+        the agent asks for it; anything else goes through the generated models.
+        """
+        raw = _params(params)
+        request = None
+        if not _plain_text_prompt(raw):
+            await self._models()
+            from .protocol import PromptRequest
+            from .protocol.wire import from_wire
+
+            request = from_wire(PromptRequest, raw)
         blocks = raw["prompt"]
         self._check_prompt_blocks(blocks)
-        return request, blocks
+        return raw, request, blocks
 
     async def _prompt(self, params: Any, ctx: RequestContext) -> JSON:
         claim: tuple[Session, Turn, Turn | None, SessionClient] | None = ctx.state.pop(
@@ -853,8 +894,8 @@ class AcpServer:
             return await self._prompt_unclaimed(params, ctx, ctx.state.pop("waiter", None))
         session, turn, previous, client = claim
         try:
-            request, blocks = await self._parse_prompt(params)
-            return await self._begin_turn(session, client, turn, previous, request, blocks)
+            parsed = await self._parse_prompt(params)
+            return await self._begin_turn(session, client, turn, previous, parsed)
         finally:
             self._release(session, turn)
 
@@ -863,7 +904,7 @@ class AcpServer:
     ) -> JSON:
         try:
             session = self._live(_session_id(_params(params)))
-            request, blocks = await self._parse_prompt(params)
+            parsed = await self._parse_prompt(params)
         except BaseException:
             if queued is not None:
                 self._drop_waiter(*queued)
@@ -880,7 +921,7 @@ class AcpServer:
                     data={"sessionId": session.session_id},
                 )
             ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
-            return await self._begin_turn(session, client, turn, previous, request, blocks)
+            return await self._begin_turn(session, client, turn, previous, parsed)
         finally:
             self._release(session, turn)
 
@@ -890,13 +931,12 @@ class AcpServer:
         client: SessionClient,
         turn: Turn,
         previous: Turn | None,
-        request: Any,
-        blocks: list[Any],
+        parsed: _Parsed,
     ) -> JSON:
         if previous is not None and not previous.finished:
             # A cancelled turn may still be unwinding: its history closes first.
             await previous.done.wait()
-        return await self._run_turn(session, client, turn, request, blocks)
+        return await self._run_turn(session, client, turn, parsed)
 
     def _release(self, session: Session, turn: Turn) -> None:
         if not turn.finished:
@@ -905,10 +945,11 @@ class AcpServer:
         self._wake_next(session)
 
     async def _run_turn(
-        self, session: Session, client: SessionClient, turn: Turn, request: Any, blocks: list[Any]
+        self, session: Session, client: SessionClient, turn: Turn, parsed: _Parsed
     ) -> JSON:
+        params, request, blocks = parsed
         handle = session.history.start_turn(turn.turn_id, blocks)
-        prompt_turn = PromptTurn(session, client, request, blocks, turn.turn_id)
+        prompt_turn = PromptTurn(session, client, params, blocks, turn.turn_id, _request=request)
         stop: str | None = None
         error: RequestError | None = None
         try:
