@@ -38,6 +38,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from ._loop import Soon, soon
 from .errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -223,6 +224,8 @@ class AgentSession:
         self._writer_failed = False
         self._writing = False  # the writer holds a batch it has not finished sending
         self._try_send = transport.try_send if isinstance(transport, DirectSend) else None
+        self._soon: Soon | None = None  # loop.call_soon on asyncio (set by serve)
+        self._flush_scheduled = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: anyio.Event | None = None  # set when the last in-flight request ends
         self._notes: deque[Notification] = deque()
@@ -249,6 +252,7 @@ class AgentSession:
 
     async def serve(self) -> None:
         """Run until the peer closes the stream (EOF), then shut down cleanly."""
+        self._soon = soon() if self._try_send is not None else None
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._writer, name="acp-writer")
@@ -526,8 +530,18 @@ class AgentSession:
         self._outbox_size += len(frame)
         if urgent:
             self._kick()
-        else:
+        elif self._soon is None:
             self._wake.set()
+        elif not self._flush_scheduled:
+            # Written on the loop's next pass by a plain callback, not a task: by then a
+            # turn that is ending has usually written this with its response already.
+            self._flush_scheduled = True
+            self._soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._flush_scheduled = False
+        if self._outbox:
+            self._kick()
 
     def _kick(self) -> None:
         """Write the outbox now if the transport takes it without waiting; else wake
@@ -548,6 +562,7 @@ class AgentSession:
             if sent == len(data):
                 self._outbox = []
                 self._outbox_size = 0
+                self._drained.set()
                 return
             rest = data[sent:] if sent else data
             self._outbox = [rest]

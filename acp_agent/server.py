@@ -34,6 +34,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
+from ._loop import Soon, soon
 from .agent import Agent, ConfigOption, InitializeParams, PromptTurn
 from .client import ClientCapabilities, SessionClient
 from .connection import AgentSession, Dispatcher, MethodTable, NativeDispatcher, RequestContext
@@ -183,6 +184,8 @@ class _Persister:
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
+        self._soon: Soon | None = None  # loop.call_soon on asyncio (set by run)
+        self._check_scheduled = False
         self._batches: deque[_Batch] = deque()
         self._queued = 0
         self._done = 0
@@ -206,8 +209,19 @@ class _Persister:
                 return last
         batch = _Batch(session_id, turn_id)
         self._batches.append(batch)
-        self._wake.set()
+        if self._soon is None:
+            self._wake.set()
+        elif not self._check_scheduled:
+            # The writer task is woken on the loop's next pass only if the batch is still
+            # waiting then: a short turn has written it itself by then (see sync).
+            self._check_scheduled = True
+            self._soon(self._check)
         return batch
+
+    def _check(self) -> None:
+        self._check_scheduled = False
+        if self._batches and not self._busy:
+            self._wake.set()
 
     def begin(self, session_id: str, turn_id: str, prompt: list[Any]) -> None:
         batch = self._batch(session_id, turn_id, fresh=True)
@@ -250,6 +264,7 @@ class _Persister:
 
     async def run(self) -> None:
         """Write batches in the background (long turns stream to the store as they go)."""
+        self._soon = soon()
         while True:
             if self._busy or not self._batches:
                 self._wake = anyio.Event()

@@ -37,6 +37,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, TypeVar, cast
@@ -45,6 +46,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from acp_agent._loop import threadsafe_soon
 from acp_agent.store.base import (
     UNSET,
     Clock,
@@ -283,6 +285,7 @@ class _Worker:
             del result
             with contextlib.suppress(RuntimeError):  # the event loop is already gone
                 wake()
+            del wake
 
     async def run(self, fn: Callable[[], _T]) -> _T:
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
@@ -290,7 +293,7 @@ class _Worker:
         box: builtins.list[tuple[bool, Any]] = []
         self.pending += 1
         try:
-            self._jobs.put((fn, box, _waker(done)))
+            self._jobs.put((fn, box, partial(threadsafe_soon(), done.set)))
             with anyio.CancelScope(shield=True):
                 await done.wait()
         finally:
@@ -303,29 +306,6 @@ class _Worker:
     def post(self, fn: Callable[[], object]) -> None:
         """Queue ``fn`` without waiting for it (a failure is logged)."""
         self._jobs.put((fn, None, None))
-
-
-def _waker(done: anyio.Event) -> Callable[[], None]:
-    """A function the worker thread calls to set ``done`` on this event loop, without
-    waiting for the loop to run it."""
-    try:
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-    except RuntimeError:  # trio
-        import trio
-
-        token = trio.lowlevel.current_trio_token()
-
-        def wake_trio() -> None:
-            token.run_sync_soon(done.set)
-
-        return wake_trio
-
-    def wake_asyncio() -> None:
-        loop.call_soon_threadsafe(done.set)
-
-    return wake_asyncio
 
 
 class SqliteSessionStore:

@@ -31,20 +31,12 @@ from typing import IO, TYPE_CHECKING, Any
 import anyio
 import anyio.lowlevel
 
+from .._loop import running_asyncio_loop
+
 if TYPE_CHECKING:
     import asyncio
 
 __all__ = ["StdioTransport", "StdoutReservation", "reserve_stdout"]
-
-
-def _running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop; None under another backend (trio)."""
-    import asyncio
-
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 class StdioTransport:
@@ -140,7 +132,7 @@ class StdioTransport:
         """Hand each chunk to ``consumer`` until end of input (see ``PushReceive``)."""
         if self._receiving:
             raise anyio.BusyResourceError("receiving from")
-        loop = _running_asyncio_loop()
+        loop = running_asyncio_loop()
         if (
             loop is not None
             and not self._closed

@@ -739,6 +739,27 @@ async def test_frames_leave_in_the_order_they_are_sent(dispatcher: Any) -> None:
         assert all(b["method"] == "tick" for b in before)
 
 
+async def test_a_notification_and_the_answer_of_one_step_leave_in_one_write(
+    dispatcher: Any,
+) -> None:
+    # A turn that sends an update and ends without waiting costs the client one wake-up.
+    m = Methods()
+
+    @m.request("say")
+    async def say(params: Any, ctx: RequestContext) -> Any:
+        await m.connection.notify("said", {"n": 1})
+        return "done"
+
+    async with connected(m, dispatcher) as peer:
+        rid = await peer.request("say")
+        chunk = await peer.transport.receive()
+        frames = [orjson.loads(line) for line in chunk.splitlines()]
+        assert frames == [
+            {"jsonrpc": "2.0", "method": "said", "params": {"n": 1}},
+            {"jsonrpc": "2.0", "id": rid, "result": "done"},
+        ]
+
+
 async def test_back_pressure_bounds_the_outbox_for_a_slow_reader(dispatcher: Any) -> None:
     m = Methods()
     frame_payload = "x" * 1000
