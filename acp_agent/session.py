@@ -194,6 +194,34 @@ class Turn:
         return self._stop_reason
 
 
+# --------------------------------------------------------------------------- paths
+
+_O_PATH: Final = getattr(os, "O_PATH", 0)  # Linux
+
+
+def real_path(path: str) -> str:
+    """``os.path.realpath(path)``, in a quarter of the time for a path that exists on Linux.
+
+    The kernel resolves the path once (an ``O_PATH`` descriptor: no read permission
+    needed, nothing is read) and names what it found; any failure falls back to
+    ``os.path.realpath``, which also covers paths that do not exist yet.
+    """
+    if _O_PATH:
+        try:
+            fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return os.path.realpath(path)
+        try:
+            found = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # no /proc
+            found = ""
+        finally:
+            os.close(fd)
+        if found.startswith("/") and not found.endswith(" (deleted)"):
+            return found
+    return os.path.realpath(path)
+
+
 # --------------------------------------------------------------------------- history
 
 USER_KIND: Final = "user_message_chunk"
@@ -492,7 +520,7 @@ class Session:
 
     def within_roots(self, path: str) -> bool:
         """Whether ``path`` (symlinks resolved) lies inside one of the session's roots."""
-        real = os.path.realpath(path)
+        real = real_path(path)
         for base in self._real_roots():
             if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
                 return True
