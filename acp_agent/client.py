@@ -27,7 +27,7 @@ import anyio
 import orjson
 
 from .errors import CapabilityError, IllegalTransition, PathOutsideRoots, RequestError
-from .session import Session
+from .session import BIG_EVENT, Session
 
 JSON = dict[str, Any]
 
@@ -301,7 +301,7 @@ class Terminal:
 class SessionClient:
     """Agent -> client calls for one ACP session, gated by the client's capabilities."""
 
-    __slots__ = ("_params_head", "allow_outside_roots", "capabilities", "outbound", "session")
+    __slots__ = ("_update_at", "allow_outside_roots", "capabilities", "outbound", "session")
 
     def __init__(
         self,
@@ -315,7 +315,8 @@ class SessionClient:
         self.outbound = outbound
         self.capabilities = capabilities
         self.allow_outside_roots = allow_outside_roots
-        self._params_head = b'{"sessionId":' + orjson.dumps(session.session_id) + b',"update":'
+        # where the update starts in the params' JSON: {"sessionId":"...","update":{...}}
+        self._update_at = len(b'{"sessionId":' + orjson.dumps(session.session_id) + b',"update":')
 
     @property
     def session_id(self) -> str:
@@ -326,8 +327,8 @@ class SessionClient:
     async def update(self, update: JSON) -> None:
         """Send one ``session/update``; record it into the open turn, if any.
 
-        Inside a turn the update is encoded once: the JSON text kept in history is the
-        text spliced into the frame.
+        Inside a turn the update is encoded once: history keeps (and, if large, packs)
+        the update's part of the params sent.
         """
         current = self.session.history.current
         if current is None:
@@ -335,10 +336,14 @@ class SessionClient:
                 "session/update", {"sessionId": self.session.session_id, "update": update}
             )
             return
-        raw = current.record(update)
-        await self.outbound.notify_json(
-            "session/update", b"".join((self._params_head, raw.encode(), b"}"))
+        # One encoding of the params; history keeps the update's part of it (a view when
+        # large, so that no second copy of a big update is made).
+        params = orjson.dumps({"sessionId": self.session.session_id, "update": update})
+        at = self._update_at
+        current.record(
+            update, memoryview(params)[at:-1] if len(params) > BIG_EVENT else params[at:-1]
         )
+        await self.outbound.notify_json("session/update", params)
 
     async def message(
         self, content: str | Mapping[str, Any], message_id: str | None = None

@@ -66,6 +66,7 @@ from .jsonrpc import (
     encode_notification_json,
     encode_request,
     encode_result,
+    notification_json_parts,
     sniff_id,
 )
 from .transport import DirectSend, PushReceive, Transport
@@ -461,7 +462,15 @@ class AgentSession:
         """:meth:`notify` with params already encoded as JSON (spliced in as they are)."""
         if self._closed:
             raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
-        self._enqueue(encode_notification_json(method, params_json))
+        if len(params_json) > JOIN_LIMIT:
+            # A large frame is queued as three pieces, written one after the other,
+            # rather than copied whole into one frame.
+            head, tail = notification_json_parts(method)
+            self._enqueue(head)
+            self._enqueue(params_json)
+            self._enqueue(tail)
+        else:
+            self._enqueue(encode_notification_json(method, params_json))
         await self._pace()
 
     async def call(self, method: str, params: Any, *, timeout: float | None = None) -> Any:

@@ -61,7 +61,7 @@ from .session import (
     check_additional_directories,
     sanitize,
 )
-from .store import JsonText, MemorySessionStore, SessionRecord, SessionStore
+from .store import JsonText, MemorySessionStore, PackedJson, SessionRecord, SessionStore
 from .transport import Transport
 
 if TYPE_CHECKING:
@@ -301,10 +301,10 @@ class _SessionSink:
     persister: _Persister
     session_id: str
 
-    def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON]) -> None:
+    def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON | PackedJson]) -> None:
         self.persister.begin(self.session_id, turn_id, list(prompt_updates))
 
-    def turn_event(self, turn_id: str, update: JsonText) -> None:
+    def turn_event(self, turn_id: str, update: JsonText | PackedJson) -> None:
         self.persister.append(self.session_id, turn_id, update)
 
 

@@ -31,7 +31,7 @@ import anyio
 import orjson
 
 from .errors import IllegalTransition, InvalidParams
-from .store import JsonText
+from .store import JsonText, PackedJson
 
 JSON = dict[str, Any]
 
@@ -227,21 +227,20 @@ def real_path(path: str) -> str:
 USER_KIND: Final = "user_message_chunk"
 
 
-def _pack(event: JSON) -> JsonText:
-    # text, not bytes: orjson's bytes keep a 4 KiB buffer each
-    return orjson.dumps(event).decode()
-
-
 class TurnSink(Protocol):
-    """Where a turn's events go as they happen (the server connects it to the store)."""
+    """Where a turn's events go as they happen (the server connects it to the store).
 
-    def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON]) -> None: ...
+    A large event (over ``BIG_EVENT`` bytes of JSON) comes as the :class:`PackedJson`
+    history keeps, not as a dict or text, so that it is never held twice in full.
+    """
 
-    def turn_event(self, turn_id: str, update: JsonText) -> None: ...
+    def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON | PackedJson]) -> None: ...
+
+    def turn_event(self, turn_id: str, update: JsonText | PackedJson) -> None: ...
 
 
 CHUNK_EVENTS: Final = 256  # events per compressed history chunk
-BIG_EVENT: Final = 64 * 1024  # characters above which an event is compressed alone
+BIG_EVENT: Final = 64 * 1024  # bytes of JSON above which an event is compressed alone
 
 
 class TurnLog:
@@ -284,17 +283,27 @@ class TurnLog:
     def __len__(self) -> int:
         return self._count
 
-    def append(self, event: JSON) -> JsonText:
-        raw = _pack(event)
+    def append(
+        self, event: JSON, encoded: bytes | memoryview | None = None
+    ) -> JsonText | PackedJson:
+        """Add ``event``; ``encoded`` is its JSON (UTF-8) when the caller has it already.
+
+        Returns the JSON text kept, or for a large event the :class:`PackedJson` kept.
+        """
+        data = orjson.dumps(event) if encoded is None else encoded
         if self._count == 0:
             kind = event.get("sessionUpdate")
             self._first = kind if isinstance(kind, str) else None
         self._count += 1
-        if len(raw) > BIG_EVENT:
-            # a large event (a pasted file, a big tool output): compressed on its own
+        if len(data) > BIG_EVENT:
+            # a large event (a pasted file, a big tool output): compressed on its own,
+            # straight from the encoded bytes (no text copy of it is made)
             self._seal()
-            self._chunks.append(zlib.compress(raw.encode(), 1))
-            return raw
+            packed = PackedJson.pack(data)
+            self._chunks.append(packed.data)
+            return packed
+        # text, not bytes: orjson's bytes keep a 4 KiB buffer each
+        raw = data.decode() if isinstance(data, bytes) else bytes(data).decode()
         self._tail.append(raw)
         if len(self._tail) >= CHUNK_EVENTS:
             self._seal()
@@ -338,11 +347,16 @@ class TurnHandle:
     def committed(self) -> bool:
         return not self._log.open
 
-    def record(self, update: JSON) -> JsonText:
-        """Add ``update`` to the turn; returns its JSON text (reused for the wire)."""
+    def record(
+        self, update: JSON, encoded: bytes | memoryview | None = None
+    ) -> JsonText | PackedJson:
+        """Add ``update`` to the turn (``encoded``: its JSON, if the caller has it).
+
+        Returns what history keeps of it: its JSON text, or packed if large.
+        """
         if not self._log.open:
             raise IllegalTransition("turn history", "committed", "record")
-        raw = self._log.append(update)
+        raw = self._log.append(update, encoded)
         if self._sink is not None:
             self._sink.turn_event(self._log.turn_id, raw)
         return raw
@@ -389,12 +403,17 @@ class History:
         if self._open is not None:
             raise IllegalTransition("history", "turn open", "start_turn")
         updates = prompt_to_updates(prompt)
-        log = TurnLog(turn_id, updates)
+        log = TurnLog(turn_id)
+        kept = [log.append(update) for update in updates]
         self.turns.append(log)
         handle = TurnHandle(self, log, self._sink)
         self._open = handle
         if self._sink is not None:
-            self._sink.turn_started(turn_id, updates)
+            # a large prompt block goes to the store as history packed it
+            self._sink.turn_started(
+                turn_id,
+                [k if isinstance(k, PackedJson) else u for u, k in zip(updates, kept, strict=True)],
+            )
         return handle
 
     def _closed(self, handle: TurnHandle) -> None:

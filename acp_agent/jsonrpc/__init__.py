@@ -21,6 +21,7 @@ from .codec import (
     encode_notification_json,
     encode_request,
     encode_result,
+    notification_json_parts,
 )
 from .framing import DEFAULT_MAX_LINE, LineBuffer
 from .messages import (
@@ -59,5 +60,6 @@ __all__ = [
     "encode_request",
     "encode_result",
     "is_request_id",
+    "notification_json_parts",
     "sniff_id",
 ]

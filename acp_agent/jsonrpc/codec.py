@@ -37,6 +37,7 @@ __all__ = [
     "encode_notification",
     "encode_request",
     "encode_result",
+    "notification_json_parts",
 ]
 
 Default = Callable[[Any], Any]
@@ -114,9 +115,13 @@ def encode_notification_json(method: str, params_json: bytes) -> bytes:
     For params whose parts were encoded already for another purpose (a history entry):
     they are spliced in, not decoded and encoded again.
     """
-    return b"".join(
-        (b'{"jsonrpc":"2.0","method":', orjson.dumps(method), b',"params":', params_json, b"}\n")
-    )
+    head, tail = notification_json_parts(method)
+    return b"".join((head, params_json, tail))
+
+
+def notification_json_parts(method: str) -> tuple[bytes, bytes]:
+    """What goes before and after the params in :func:`encode_notification_json`'s frame."""
+    return b'{"jsonrpc":"2.0","method":' + orjson.dumps(method) + b',"params":', b"}\n"
 
 
 def encode_result(id: RequestId, result: Any, *, default: Default | None = None) -> bytes:

@@ -20,6 +20,7 @@ from acp_agent.errors import InvalidParams
 
 _NON_NEGATIVE = re.compile(r"[0-9]+")
 _INTEGER = re.compile(r"-?[0-9]+")
+_HEAD = re.compile(r"(\S+)\s*")  # a command's name and the whitespace after it
 
 
 def bad_argument(name: str, problem: str) -> InvalidParams:
@@ -92,8 +93,14 @@ def parse_command(blocks: Sequence[dict[str, Any]]) -> CommandLine | None:
     text = first_text(blocks)
     if text is None or not text.startswith("/"):
         return None
-    line = text[1:].partition("\n")[0].removesuffix("\r")
-    parts = line.split(None, 1)
-    if not parts or line[:1].isspace():
-        return CommandLine("", line.strip())
-    return CommandLine(parts[0], parts[1] if len(parts) == 2 else "")
+    # Positions in ``text``, not slices of it: a prompt may be tens of megabytes, and
+    # its rest is the one copy made.
+    end = text.find("\n", 1)
+    if end < 0:
+        end = len(text)
+    if end > 1 and text[end - 1] == "\r":
+        end -= 1
+    head = _HEAD.match(text, 1, end)
+    if head is None:  # an empty line, or one starting with whitespace
+        return CommandLine("", text[1:end].strip())
+    return CommandLine(head[1], text[head.end() : end])

@@ -11,16 +11,27 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from acp_agent.store.base import UNSET, JsonText, SessionRecord, SessionStore, TurnRecord, Unset
+from acp_agent.store.base import (
+    UNSET,
+    HistoryItem,
+    JsonText,
+    PackedJson,
+    SessionRecord,
+    SessionStore,
+    TurnRecord,
+    Unset,
+)
 from acp_agent.store.lazy import LazyStore
 from acp_agent.store.memory import MemorySessionStore
 
 __all__ = [
     "DB_ENV_VAR",
     "UNSET",
+    "HistoryItem",
     "JsonText",
     "LazyStore",
     "MemorySessionStore",
+    "PackedJson",
     "SchemaVersionError",
     "SessionRecord",
     "SessionStore",

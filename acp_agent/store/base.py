@@ -34,7 +34,8 @@ import binascii
 import builtins
 import enum
 import time
-from collections.abc import Callable, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Protocol
@@ -46,6 +47,8 @@ from acp_agent.errors import IllegalTransition, InvalidParams, ResourceNotFound
 __all__ = [
     "UNSET",
     "Clock",
+    "HistoryItem",
+    "PackedJson",
     "SessionRecord",
     "SessionStore",
     "TurnRecord",
@@ -60,6 +63,47 @@ JsonText = str
 """A history item already encoded as JSON text (a JSON object's text): stored as is,
 without decoding and re-encoding. History items are objects, so a ``str`` item is
 always such text."""
+
+
+@dataclass(frozen=True, slots=True)
+class PackedJson:
+    """A large history item's JSON text, zlib-compressed, as history keeps it.
+
+    History hands a large item (a pasted file, a big tool output) to the store in this form,
+    so that no second full-size copy of it lives while the turn runs: a store keeps it as it
+    is, or expands it in pieces (:meth:`pieces`). ``size`` is the length of the UTF-8 text.
+    """
+
+    data: bytes
+    size: int
+
+    @classmethod
+    def pack(cls, text: bytes | memoryview) -> PackedJson:
+        """Compress ``text`` (the UTF-8 JSON text of one object)."""
+        return cls(zlib.compress(text, 1), len(text))
+
+    def text(self) -> str:
+        return zlib.decompress(self.data).decode()
+
+    def load(self) -> Any:
+        return orjson.loads(zlib.decompress(self.data))
+
+    def pieces(self, size: int = 1 << 20) -> Iterator[bytes]:
+        """The UTF-8 text in pieces of at most ``size`` bytes."""
+        unpack = zlib.decompressobj()
+        data = self.data
+        while data:
+            piece = unpack.decompress(data, size)
+            data = unpack.unconsumed_tail
+            if piece:
+                yield piece
+        rest = unpack.flush()
+        if rest:
+            yield rest
+
+
+HistoryItem = dict[str, Any] | JsonText | PackedJson
+"""What a store takes as a history item: a JSON-ready dict, its JSON text, or packed."""
 
 
 class Unset(enum.Enum):
@@ -160,9 +204,9 @@ class SessionStore(Protocol):
         ...
 
     async def append_updates(
-        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any] | JsonText]
+        self, session_id: str, turn_id: str, updates: Sequence[HistoryItem]
     ) -> None:
-        """Append updates, in order, to a turn that has not ended (dicts or JsonText)."""
+        """Append updates, in order, to a turn that has not ended (see ``HistoryItem``)."""
         ...
 
     async def end_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
@@ -174,8 +218,8 @@ class SessionStore(Protocol):
         session_id: str,
         turn_id: str,
         *,
-        begin: Sequence[dict[str, Any] | JsonText] | None = None,
-        updates: Sequence[dict[str, Any] | JsonText] = (),
+        begin: Sequence[HistoryItem] | None = None,
+        updates: Sequence[HistoryItem] = (),
         end: str | None = None,
     ) -> None:
         """Several steps of one turn at once, in order: begin it (with ``begin``, the
@@ -267,6 +311,8 @@ def dump_json(value: Any) -> bytes:
     """Encode a history item, config or meta (``TypeError`` if not JSON-ready)."""
     if isinstance(value, str):
         return value.encode()
+    if isinstance(value, PackedJson):
+        return zlib.decompress(value.data)
     return orjson.dumps(value)
 
 
@@ -274,10 +320,14 @@ def dump_text(value: Any) -> str:
     """Like :func:`dump_json`, as compact text (orjson's bytes keep a 4 KiB buffer each)."""
     if isinstance(value, str):
         return value
+    if isinstance(value, PackedJson):
+        return value.text()
     return orjson.dumps(value).decode()
 
 
-def load_json(data: bytes | str) -> Any:
+def load_json(data: bytes | str | PackedJson) -> Any:
+    if isinstance(data, PackedJson):
+        return data.load()
     return orjson.loads(data)
 
 

@@ -13,7 +13,14 @@ from typing import Any
 
 import anyio
 
-from acp_agent.store.base import UNSET, JsonText, SessionRecord, SessionStore, TurnRecord, Unset
+from acp_agent.store.base import (
+    UNSET,
+    HistoryItem,
+    SessionRecord,
+    SessionStore,
+    TurnRecord,
+    Unset,
+)
 
 
 class LazyStore:
@@ -75,7 +82,7 @@ class LazyStore:
         await (await self._get()).begin_turn(session_id, turn_id, prompt_updates)
 
     async def append_updates(
-        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any] | JsonText]
+        self, session_id: str, turn_id: str, updates: Sequence[HistoryItem]
     ) -> None:
         await (await self._get()).append_updates(session_id, turn_id, updates)
 
@@ -87,8 +94,8 @@ class LazyStore:
         session_id: str,
         turn_id: str,
         *,
-        begin: Sequence[dict[str, Any] | JsonText] | None = None,
-        updates: Sequence[dict[str, Any] | JsonText] = (),
+        begin: Sequence[HistoryItem] | None = None,
+        updates: Sequence[HistoryItem] = (),
         end: str | None = None,
     ) -> None:
         await (await self._get()).write_turn(

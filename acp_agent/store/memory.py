@@ -20,7 +20,8 @@ import anyio.lowlevel
 from acp_agent.store.base import (
     UNSET,
     Clock,
-    JsonText,
+    HistoryItem,
+    PackedJson,
     SessionRecord,
     Timestamps,
     TurnRecord,
@@ -40,11 +41,17 @@ from acp_agent.store.base import (
 __all__ = ["MemorySessionStore"]
 
 
+def _body(item: HistoryItem) -> str | PackedJson:
+    # decoded: orjson leaves a 4 KiB buffer behind each small bytes object; a packed
+    # item is kept packed (it is immutable)
+    return item if isinstance(item, PackedJson) else dump_text(item)
+
+
 @dataclass(slots=True)
 class _Turn:
     turn_id: str
     seq: int
-    bodies: builtins.list[bytes | str] = field(default_factory=builtins.list)
+    bodies: builtins.list[str | PackedJson] = field(default_factory=builtins.list)
     stop_reason: str | None = None
 
 
@@ -190,7 +197,7 @@ class MemorySessionStore:
     async def begin_turn(
         self, session_id: str, turn_id: str, prompt_updates: Sequence[dict[str, Any]]
     ) -> None:
-        bodies: builtins.list[bytes | str] = [dump_text(u) for u in prompt_updates]
+        bodies = [_body(u) for u in prompt_updates]
         await self._enter()
         session = self._session(session_id)
         existing = session.turns.get(turn_id)
@@ -201,10 +208,9 @@ class MemorySessionStore:
         self._touch(session)
 
     async def append_updates(
-        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any] | JsonText]
+        self, session_id: str, turn_id: str, updates: Sequence[HistoryItem]
     ) -> None:
-        # decoded: orjson leaves a 4 KiB buffer behind each small bytes object
-        bodies = [dump_text(u) for u in updates]
+        bodies = [_body(u) for u in updates]
         await self._enter()
         session = self._session(session_id)
         turn = self._turn(session, turn_id)
@@ -228,13 +234,13 @@ class MemorySessionStore:
         session_id: str,
         turn_id: str,
         *,
-        begin: Sequence[dict[str, Any] | JsonText] | None = None,
-        updates: Sequence[dict[str, Any] | JsonText] = (),
+        begin: Sequence[HistoryItem] | None = None,
+        updates: Sequence[HistoryItem] = (),
         end: str | None = None,
     ) -> None:
         """begin, append and end in one step (see ``SessionStore.write_turn``)."""
-        begun = [dump_text(u) for u in begin] if begin is not None else None
-        bodies = [dump_text(u) for u in updates]
+        begun = [_body(u) for u in begin] if begin is not None else None
+        bodies = [_body(u) for u in updates]
         # No checkpoint unless cancelled: this runs on a turn's way to its response, which
         # a pass of the event loop would delay (and split the turn's last frames into two
         # writes). Everything below is synchronous.

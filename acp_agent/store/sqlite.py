@@ -50,7 +50,8 @@ from acp_agent._loop import threadsafe_soon
 from acp_agent.store.base import (
     UNSET,
     Clock,
-    JsonText,
+    HistoryItem,
+    PackedJson,
     SessionRecord,
     Timestamps,
     TurnRecord,
@@ -198,18 +199,37 @@ def _transaction(conn: sqlite3.Connection, fn: Callable[[], _T], *, write: bool)
 ROW_BYTES: Final = 1 << 18  # history items are grouped into rows of about this size
 
 
-def _pack_rows(bodies: Sequence[str]) -> builtins.list[str]:
+Body = str | PackedJson
+"""A history item on its way to a row: its JSON text, or packed (a large item)."""
+
+
+def _body(item: HistoryItem) -> Body:
+    return item if isinstance(item, PackedJson) else dump_text(item)
+
+
+def _chars(bodies: Sequence[Body]) -> int:
+    return sum(body.size if isinstance(body, PackedJson) else len(body) for body in bodies)
+
+
+def _pack_rows(bodies: Sequence[Body]) -> builtins.list[Body]:
     """History items grouped into ``updates`` rows: JSON texts joined by newlines.
 
     A JSON text never holds a raw newline (it is escaped inside strings), so the split is
     exact; a row written before batching held one item and reads the same way. Grouping
     keeps a streaming turn's writes to a few INSERTs, not one per update; a large item
-    gets a row of its own, so it is never copied into a joined string.
+    gets a row of its own, so it is never copied into a joined string (a packed one is
+    written in pieces, see ``_insert_rows``).
     """
-    rows: builtins.list[str] = []
+    rows: builtins.list[Body] = []
     group: builtins.list[str] = []
     size = 0
     for body in bodies:
+        if isinstance(body, PackedJson):
+            if group:
+                rows.append("\n".join(group))
+                group, size = [], 0
+            rows.append(body)
+            continue
         if group and size + len(body) > ROW_BYTES:
             rows.append("\n".join(group))
             group, size = [], 0
@@ -221,9 +241,48 @@ def _pack_rows(bodies: Sequence[str]) -> builtins.list[str]:
 
 
 def _unpack_rows(text: str | bytes) -> builtins.list[Any]:
-    if isinstance(text, bytes):
-        text = text.decode()
+    if isinstance(text, bytes):  # a row written in pieces (a BLOB)
+        return [load_json(line) for line in text.split(b"\n")]
     return [load_json(line) for line in text.split("\n")]
+
+
+_INSERT_ROW: Final = "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)"
+
+
+def _insert_rows(
+    conn: sqlite3.Connection, session_id: str, turn_id: str, start: int, rows: Sequence[Body]
+) -> None:
+    """Insert ``rows`` as the turn's rows ``start``, ``start + 1``, ...
+
+    A packed row is written in pieces into a zero-filled BLOB of its size, so that neither
+    its text nor SQLite's copies of it (the bound value, the record) are ever whole in
+    memory; it reads back as bytes (see ``_unpack_rows``).
+    """
+    if len(rows) == 1 and isinstance(rows[0], str):
+        conn.execute(_INSERT_ROW, (session_id, turn_id, start, rows[0]))
+        return
+    conn.executemany(
+        _INSERT_ROW,
+        [
+            (session_id, turn_id, start + i, row)
+            for i, row in enumerate(rows)
+            if isinstance(row, str)
+        ],
+    )
+    for i, row in enumerate(rows):
+        if not isinstance(row, PackedJson):
+            continue
+        blobopen = getattr(conn, "blobopen", None)  # Python 3.11+
+        if blobopen is None:
+            conn.execute(_INSERT_ROW, (session_id, turn_id, start + i, row.text()))
+            continue
+        rowid = conn.execute(
+            "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, zeroblob(?))",
+            (session_id, turn_id, start + i, row.size),
+        ).lastrowid
+        with blobopen("updates", "body", rowid) as blob:
+            for piece in row.pieces():
+                blob.write(piece)
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
@@ -546,7 +605,7 @@ class SqliteSessionStore:
         conn: sqlite3.Connection,
         session_id: str,
         turn_id: str,
-        bodies: Sequence[str],
+        bodies: Sequence[Body],
         *,
         now: str,
         end: str | None,
@@ -571,29 +630,16 @@ class SqliteSessionStore:
                 state = "running" if row[0] is None else "ended"
                 raise turn_refused(turn_id, state, "begin_turn") from None
             raise
-        rows = _pack_rows(bodies)
-        if len(rows) == 1:
-            conn.execute(
-                "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, 0, ?)",
-                (session_id, turn_id, rows[0]),
-            )
-        else:
-            conn.executemany(
-                "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
-                [(session_id, turn_id, i, row) for i, row in enumerate(rows)],
-            )
+        _insert_rows(conn, session_id, turn_id, 0, _pack_rows(bodies))
 
     def _insert_updates(
-        self, conn: sqlite3.Connection, session_id: str, turn_id: str, bodies: Sequence[str]
+        self, conn: sqlite3.Connection, session_id: str, turn_id: str, bodies: Sequence[Body]
     ) -> None:
         start = conn.execute(
             "SELECT COALESCE(MAX(idx) + 1, 0) FROM updates WHERE session_id = ? AND turn_id = ?",
             (session_id, turn_id),
         ).fetchone()[0]
-        conn.executemany(
-            "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)",
-            [(session_id, turn_id, start + i, row) for i, row in enumerate(_pack_rows(bodies))],
-        )
+        _insert_rows(conn, session_id, turn_id, start, _pack_rows(bodies))
 
     async def begin_turn(
         self, session_id: str, turn_id: str, prompt_updates: Sequence[dict[str, Any]]
@@ -601,7 +647,7 @@ class SqliteSessionStore:
         await self.write_turn(session_id, turn_id, begin=prompt_updates)
 
     async def append_updates(
-        self, session_id: str, turn_id: str, updates: Sequence[dict[str, Any] | JsonText]
+        self, session_id: str, turn_id: str, updates: Sequence[HistoryItem]
     ) -> None:
         await self.write_turn(session_id, turn_id, updates=updates)
 
@@ -613,12 +659,12 @@ class SqliteSessionStore:
         session_id: str,
         turn_id: str,
         *,
-        begin: Sequence[dict[str, Any] | JsonText] | None = None,
-        updates: Sequence[dict[str, Any] | JsonText] = (),
+        begin: Sequence[HistoryItem] | None = None,
+        updates: Sequence[HistoryItem] = (),
         end: str | None = None,
     ) -> None:
-        begun = [_text(u) for u in begin] if begin is not None else None
-        bodies = [_text(u) for u in updates]
+        begun = [_body(u) for u in begin] if begin is not None else None
+        bodies = [_body(u) for u in updates]
 
         def run(conn: sqlite3.Connection) -> None:
             def body() -> None:
@@ -654,8 +700,8 @@ class SqliteSessionStore:
     def _write_inline(
         self,
         run: Callable[[sqlite3.Connection], None],
-        begun: Sequence[str] | None,
-        bodies: Sequence[str],
+        begun: Sequence[Body] | None,
+        bodies: Sequence[Body],
     ) -> bool:
         """Run a small turn write here, now, if that needs no waiting (see the module
         docstring); False when it must go to the worker thread instead."""
@@ -663,7 +709,7 @@ class SqliteSessionStore:
         worker = self._worker
         if conn is None or worker is None or worker.pending:
             return False
-        size = sum(map(len, bodies)) + (sum(map(len, begun)) if begun is not None else 0)
+        size = _chars(bodies) + (_chars(begun) if begun is not None else 0)
         if size > INLINE_CHARS:
             return False
         try:

@@ -11,7 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_agent.errors import IllegalTransition
-from acp_agent.session import STOP_REASONS, USER_KIND, History, TurnHandle, TurnLog, sanitize
+from acp_agent.session import (
+    BIG_EVENT,
+    STOP_REASONS,
+    USER_KIND,
+    History,
+    TurnHandle,
+    TurnLog,
+    sanitize,
+)
+from acp_agent.store import PackedJson
 
 JSON = dict[str, Any]
 
@@ -143,6 +152,27 @@ def test_the_sink_sees_every_event_in_order() -> None:
     handle.commit("end_turn")
     assert sink.started == [("t1", [user("q")])]
     assert sink.events == [("t1", agent("a")), ("t1", agent("b"))]
+
+
+def test_large_events_reach_the_sink_packed() -> None:
+    sink = RecordingSink()
+    history = History(sink=sink)
+    text = "q" * BIG_EVENT
+    handle = history.start_turn(
+        "t1", [{"type": "text", "text": text}, {"type": "text", "text": "s"}]
+    )
+    big = agent("a" * BIG_EVENT)
+    encoded = b'{"update":' + orjson.dumps(big) + b"}"
+    kept = handle.record(big, memoryview(encoded)[10:-1])
+    small = handle.record(agent("b"), orjson.dumps(agent("b")))
+    handle.commit("end_turn")
+    [(_, [first, second])] = sink.started
+    assert isinstance(first, PackedJson) and first.load() == user(text)
+    assert second == user("s")
+    assert isinstance(kept, PackedJson) and kept.load() == big
+    assert small == orjson.dumps(agent("b")).decode()
+    assert [event for _, event in sink.events] == [kept, agent("b")]
+    assert history.events() == [user(text), user("s"), big, agent("b")]
 
 
 # --------------------------------------------------------------------------- properties

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_agent.errors import IllegalTransition, InvalidParams, ResourceNotFound
-from acp_agent.store import SessionRecord, SessionStore, TurnRecord
+from acp_agent.store import PackedJson, SessionRecord, SessionStore, TurnRecord
 
 from .conftest import MakeStore
 
@@ -339,6 +339,21 @@ async def test_unicode_and_large_updates_come_back_equal(store: SessionStore) ->
     await store.append_updates("s", "t", [chunk(big), nested, {weird: weird}])
     [turn] = await store.load_history("s")
     assert turn.updates == (chunk(weird, "user_message_chunk"), chunk(big), nested, {weird: weird})
+
+
+async def test_packed_items_come_back_equal(store: SessionStore) -> None:
+    # History hands large items over packed; they sit among plain ones, in order.
+    await store.create(SessionRecord("s", cwd="/"))
+    prompt = chunk("p" * 300_000 + " 日本語", "user_message_chunk")
+    big = chunk("x" * 3_000_000 + "\n🎉")
+    packed = PackedJson.pack(orjson.dumps(big))
+    await store.write_turn(
+        "s", "t", begin=[PackedJson.pack(orjson.dumps(prompt)), chunk("a")], updates=[chunk("b")]
+    )
+    await store.write_turn("s", "t", updates=[chunk("c"), packed, chunk("d")], end="end_turn")
+    [turn] = await store.load_history("s")
+    assert turn.updates == (prompt, chunk("a"), chunk("b"), chunk("c"), big, chunk("d"))
+    assert turn.stop_reason == "end_turn"
 
 
 async def test_history_items_are_copied_in(store: SessionStore) -> None:
