@@ -232,6 +232,7 @@ class AgentSession:
         self._notes: deque[Notification] = deque()
         self._jobs: deque[tuple[Request, RequestContext]] = deque()
         self._idle_workers: deque[anyio.Event] = deque()  # one per waiting worker
+        self._received = 0
 
     # ------------------------------------------------------------------ state
 
@@ -243,6 +244,11 @@ class AgentSession:
     def pending_count(self) -> int:
         """Outbound requests still waiting for a response."""
         return len(self._pending)
+
+    @property
+    def received_count(self) -> int:
+        """Lines read so far (a measure of activity)."""
+        return self._received
 
     @property
     def inflight_count(self) -> int:
@@ -289,6 +295,7 @@ class AgentSession:
     def _on_lines(self, lines: list[bytes | OversizedLine], tg: anyio.abc.TaskGroup) -> None:
         # Each line is dropped as soon as it is decoded: a 50 MiB prompt must not stay
         # alive as bytes while its turn runs.
+        self._received += len(lines)
         lines.reverse()
         while lines:
             self._on_line(lines.pop(), tg)

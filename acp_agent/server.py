@@ -71,6 +71,7 @@ log = logging.getLogger("acp_agent.server")
 
 PROTOCOL_VERSION: Final = 1
 CLOSE_GRACE: Final = 5.0  # seconds a cancelled turn gets to unwind on close
+WARM_IDLE: Final = 0.1  # seconds of a quiet connection before the models are built
 BusyPolicy = Literal["reject", "queue"]
 
 JSON = dict[str, Any]
@@ -336,7 +337,9 @@ class AcpServer:
         self._waiting: dict[str, deque[anyio.Event]] = {}
         self._persister = _Persister(self.store)
         self._conn: AgentSession | None = None
-        self._models_ready: anyio.Event | None = None
+        self._models_ready: anyio.Event | None = None  # created by the first build
+        self._warm_scheduled = False
+        self._tg: anyio.abc.TaskGroup | None = None
 
     # ------------------------------------------------------------------ wiring
 
@@ -387,6 +390,7 @@ class AcpServer:
         conn = AgentSession(transport, self.method_table(), **kwargs)
         self._conn = conn
         async with self.agent.lifespan(), anyio.create_task_group() as tg:
+            self._tg = tg
             tg.start_soon(self._persister.run, name="acp-persister")
             try:
                 await conn.serve()
@@ -491,7 +495,7 @@ class AcpServer:
     # ------------------------------------------------------------------ initialize
 
     async def _initialize(self, params: Any, ctx: RequestContext) -> JSON:
-        # No pydantic here: initialize is the start-up path (see _warm_models).
+        # No pydantic here: initialize is the start-up path (see _warm_when_idle).
         raw = _params(params)
         version = raw.get("protocolVersion")
         if isinstance(version, bool) or not isinstance(version, int):
@@ -511,9 +515,9 @@ class AcpServer:
                 meta if isinstance(meta, dict) else None,
             )
         )
-        if self._models_ready is None:
-            self._models_ready = anyio.Event()
-            ctx.after_response.append(self._warm_models)
+        if not self._warm_scheduled and self._tg is not None:
+            self._warm_scheduled = True
+            self._tg.start_soon(self._warm_when_idle, name="acp-model-warm-up")
         caps = self.agent.prompt_capabilities
         auth = [
             dict(m)
@@ -545,26 +549,34 @@ class AcpServer:
             "agentInfo": agent_info,
         }
 
-    async def _warm_models(self) -> None:
-        """Build the protocol models in a worker thread while the client is idle.
+    async def _warm_when_idle(self) -> None:
+        """Build the protocol models once the client has gone quiet.
 
-        Importing pydantic and building the prompt models costs hundreds of
-        milliseconds; doing it after the initialize response keeps start-up fast, and
-        doing it off the event loop keeps the connection responsive meanwhile.
+        Importing pydantic and building the models costs hundreds of milliseconds of
+        CPU. Done in a thread while requests stream in, it would take the interpreter
+        lock from them in 5 ms slices; so it waits until nothing has arrived and nothing
+        is running for ``WARM_IDLE`` seconds (a person reading or typing). Plain text
+        prompts never need the models; any other request that does builds them at once
+        (:meth:`_models`).
         """
-        ready = self._models_ready
-        try:
-            await anyio.to_thread.run_sync(_build_models, abandon_on_cancel=True)
-        finally:
-            if ready is not None:
-                ready.set()
+        conn = self.connection
+        while self._models_ready is None:
+            seen = conn.received_count
+            await anyio.sleep(WARM_IDLE)
+            if conn.received_count == seen and not conn.inflight_count:
+                await self._models()
 
     async def _models(self) -> None:
-        if self._models_ready is None:
-            self._models_ready = anyio.Event()
-            await self._warm_models()
-        if not self._models_ready.is_set():  # (waiting on a set Event still yields)
-            await self._models_ready.wait()
+        """Wait until the models are built, building them (in a thread) if nobody has."""
+        ready = self._models_ready
+        if ready is None:
+            ready = self._models_ready = anyio.Event()
+            try:
+                await anyio.to_thread.run_sync(_build_models, abandon_on_cancel=True)
+            finally:
+                ready.set()
+        elif not ready.is_set():  # (waiting on a set Event would still yield)
+            await ready.wait()
 
     async def _authenticate(self, params: Any, ctx: RequestContext) -> JSON:
         raw = _params(params)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -133,3 +134,19 @@ async def test_a_text_block_that_is_not_a_string_is_still_invalid_params() -> No
             "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": 5}]}
         )
         assert resp["error"]["code"] == -32602
+
+
+@pytest.mark.anyio
+async def test_the_models_are_built_in_the_background_once_the_client_is_quiet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import acp_agent.server as server_module
+
+    monkeypatch.setattr(server_module, "WARM_IDLE", 0)  # quiet means: one empty pass
+    async with serving(Typed()) as (client, server):
+        assert server._models_ready is None  # nothing built before initialize
+        await client.initialize()
+        with anyio.fail_after(30):
+            while server._models_ready is None:
+                await anyio.lowlevel.checkpoint()
+            await server._models_ready.wait()
