@@ -518,7 +518,7 @@ class Session:
     #: the most recent turn (it may still be unwinding after a cancel)
     last_turn: Turn | None = None
     _tool_ids: int = 0
-    _resolved_roots: tuple[str, ...] | None = None
+    _resolved_roots: tuple[tuple[str, str], ...] | None = None
     _tool_prefix: str = field(default_factory=lambda: os.urandom(3).hex())
 
     @property
@@ -540,15 +540,13 @@ class Session:
     def within_roots(self, path: str) -> bool:
         """Whether ``path`` (symlinks resolved) lies inside one of the session's roots."""
         real = real_path(path)
-        for base in self._real_roots():
-            if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
-                return True
-        return False
+        return any(real == base or real.startswith(prefix) for base, prefix in self._real_roots())
 
-    def _real_roots(self) -> tuple[str, ...]:
+    def _real_roots(self) -> tuple[tuple[str, str], ...]:
         # cwd and the extra roots are fixed for a live session: resolve them once
         if self._resolved_roots is None:
-            self._resolved_roots = tuple(os.path.realpath(root) for root in self.roots)
+            real = (os.path.realpath(root) for root in self.roots)
+            self._resolved_roots = tuple((base, base.rstrip(os.sep) + os.sep) for base in real)
         return self._resolved_roots
 
     def new_tool_call_id(self) -> str:

@@ -904,3 +904,27 @@ async def test_crlf_and_blank_lines_are_tolerated(dispatcher: Any) -> None:
         assert resp == {"jsonrpc": "2.0", "id": 3, "result": "pong"}
         resp, before = await peer.call("ping")
         assert before == []
+
+
+# --------------------------------------------------------------------------- the call flag
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_asyncio_call_flag_stays_set_after_a_cancelled_wait(anyio_backend: str) -> None:
+    import asyncio
+
+    from acp_agent.connection import _Flag
+
+    flag = _Flag(asyncio.get_running_loop())
+    with anyio.move_on_after(0) as scope:
+        await flag.wait()
+    assert scope.cancelled_caught and not flag.is_set()
+    flag.set()  # the answer arrives after its waiter gave up: it is still seen
+    assert flag.is_set()
+    await flag.wait()  # returns at once
+    waiting = _Flag(asyncio.get_running_loop())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(waiting.wait)
+        await anyio.wait_all_tasks_blocked()
+        waiting.set()
+    assert waiting.is_set()
