@@ -261,7 +261,7 @@ class AgentSession:
         self._idle: anyio.Event | None = None  # set when the last in-flight request ends
         self._notes: deque[Notification] = deque()
         self._jobs: deque[tuple[Request, RequestContext]] = deque()
-        self._idle_workers: deque[anyio.Event] = deque()  # one per waiting worker
+        self._idle_workers: deque[_Flag | anyio.Event] = deque()  # one per waiting worker
         self._received = 0
 
     # ------------------------------------------------------------------ state
@@ -405,7 +405,7 @@ class AgentSession:
                 await self._run_request(req, ctx)
             if len(self._idle_workers) >= MAX_IDLE_WORKERS:
                 return
-            wake = anyio.Event()
+            wake = anyio.Event() if self._loop is None else _Flag(self._loop)
             self._idle_workers.append(wake)
             try:
                 await wake.wait()

@@ -148,15 +148,24 @@ class Turn:
     updates — :meth:`finish` reports ``cancelled``.
     """
 
-    __slots__ = ("_finished", "_stop_reason", "cancel_reason", "done", "scope", "turn_id")
+    __slots__ = ("_done", "_finished", "_stop_reason", "cancel_reason", "scope", "turn_id")
 
     def __init__(self, turn_id: str) -> None:
         self.turn_id = turn_id
         self.scope = anyio.CancelScope()
         self.cancel_reason: CancelReason | None = None
-        self.done = anyio.Event()
+        self._done: anyio.Event | None = None  # made for the first waiter, if any
         self._finished = False
         self._stop_reason: str | None = None
+
+    @property
+    def done(self) -> anyio.Event:
+        """Set once :meth:`finish` has run."""
+        if self._done is None:
+            self._done = anyio.Event()
+            if self._finished:
+                self._done.set()
+        return self._done
 
     @property
     def cancelled(self) -> bool:
@@ -182,7 +191,8 @@ class Turn:
             self._stop_reason = "cancelled"
         else:
             self._stop_reason = stop_reason
-        self.done.set()
+        if self._done is not None:
+            self._done.set()
         return self._stop_reason
 
     @property

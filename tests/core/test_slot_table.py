@@ -213,3 +213,16 @@ async def test_cancel_after_finish_changes_nothing() -> None:
     assert not turn.cancelled
     assert turn.stop_reason == "end_turn"
     assert not turn.scope.cancel_called
+
+
+@pytest.mark.anyio
+async def test_turn_done_is_set_by_finish_whether_asked_for_before_or_after() -> None:
+    early = Turn("early")
+    waiter = early.done  # someone waits before the end
+    assert not waiter.is_set()
+    early.finish("end_turn")
+    assert waiter.is_set() and early.done is waiter
+    late = Turn("late")
+    late.finish(None)
+    assert late.done.is_set()  # asked for only after the end
+    await late.done.wait()
