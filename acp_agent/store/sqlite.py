@@ -121,6 +121,10 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         )
         """,
     ),
+    # 1 -> 2: a turn's first row of history lives in its ``turns`` row (``body``; its
+    # ``updates`` rows follow it), so a short turn writes one row, not two (two pages
+    # fewer per commit).
+    ("ALTER TABLE turns ADD COLUMN body TEXT",),
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -612,12 +616,16 @@ class SqliteSessionStore:
     ) -> None:
         # No checks first: the foreign key and the primary key refuse a missing session
         # and a repeated turn, and only then do we look at which it was.
+        rows = _pack_rows(bodies)
+        # The first row rides in the turn's own row: a short turn is one INSERT.
+        first = rows[0] if rows and isinstance(rows[0], str) else None
         try:
             conn.execute(
-                "INSERT INTO turns (session_id, turn_id, seq, started_at, stop_reason, ended_at) "
+                "INSERT INTO turns "
+                "(session_id, turn_id, seq, started_at, stop_reason, ended_at, body) "
                 "VALUES (?, ?, (SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?),"
-                " ?, ?, ?)",
-                (session_id, turn_id, session_id, now, end, None if end is None else now),
+                " ?, ?, ?, ?)",
+                (session_id, turn_id, session_id, now, end, None if end is None else now, first),
             )
         except sqlite3.IntegrityError:
             if not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
@@ -630,7 +638,9 @@ class SqliteSessionStore:
                 state = "running" if row[0] is None else "ended"
                 raise turn_refused(turn_id, state, "begin_turn") from None
             raise
-        _insert_rows(conn, session_id, turn_id, 0, _pack_rows(bodies))
+        rest = rows if first is None else rows[1:]
+        if rest:
+            _insert_rows(conn, session_id, turn_id, 0, rest)
 
     def _insert_updates(
         self, conn: sqlite3.Connection, session_id: str, turn_id: str, bodies: Sequence[Body]
@@ -734,10 +744,13 @@ class SqliteSessionStore:
                 ).fetchone():
                     raise session_not_found(session_id)
                 turns = conn.execute(
-                    "SELECT turn_id, seq, stop_reason FROM turns WHERE session_id = ? ORDER BY seq",
+                    "SELECT turn_id, seq, stop_reason, body FROM turns "
+                    "WHERE session_id = ? ORDER BY seq",
                     (session_id,),
                 ).fetchall()
-                bodies: dict[str, builtins.list[Any]] = {t[0]: [] for t in turns}
+                bodies: dict[str, builtins.list[Any]] = {
+                    t[0]: [] if t[3] is None else _unpack_rows(t[3]) for t in turns
+                }
                 for turn_id, text in conn.execute(
                     "SELECT turn_id, body FROM updates WHERE session_id = ? ORDER BY turn_id, idx",
                     (session_id,),
@@ -752,7 +765,7 @@ class SqliteSessionStore:
                         interrupted=stop_reason is None
                         and (session_id, turn_id) not in self._open_turns,
                     )
-                    for turn_id, seq, stop_reason in turns
+                    for turn_id, seq, stop_reason, _ in turns
                 ]
 
             return _transaction(conn, body, write=False)

@@ -109,6 +109,44 @@ async def test_a_v0_database_with_foreign_tables_is_migrated(tmp_path: Path) -> 
     assert raw(db, "SELECT count(*) FROM unrelated") == [(0,)]
 
 
+async def test_a_v1_database_keeps_its_history_through_the_v2_migration(tmp_path: Path) -> None:
+    # A file written by schema 1: history rows only in ``updates``, a (cwd, ...) index.
+    from acp_agent.store.sqlite import _MIGRATIONS
+
+    db = tmp_path / "v1.sqlite3"
+    with closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        for statement in _MIGRATIONS[0]:
+            conn.execute(statement)
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute(
+            "INSERT INTO sessions (id, cwd, created_at, updated_at) VALUES ('s', '/w', 'a', 'b')"
+        )
+        conn.execute(
+            "INSERT INTO turns (session_id, turn_id, seq, stop_reason, started_at) "
+            "VALUES ('s', 'old', 0, 'end_turn', 'a')"
+        )
+        for idx, body in enumerate(['{"p":0}\n{"u":1}', '{"u":2}']):
+            conn.execute(
+                "INSERT INTO updates (session_id, turn_id, idx, body) VALUES ('s', 'old', ?, ?)",
+                (idx, body),
+            )
+    async with await SqliteSessionStore.open(db) as store:
+        assert raw(db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+        await store.write_turn("s", "new", begin=[{"p": 1}], updates=[{"u": 3}], end="end_turn")
+        await store.begin_turn("s", "open", [{"p": 2}])
+        await store.append_updates("s", "open", [{"u": 4}])
+        history = await store.load_history("s")
+        assert [(t.turn_id, t.updates, t.stop_reason) for t in history] == [
+            ("old", ({"p": 0}, {"u": 1}, {"u": 2}), "end_turn"),
+            ("new", ({"p": 1}, {"u": 3}), "end_turn"),
+            ("open", ({"p": 2}, {"u": 4}), None),
+        ]
+        records, _ = await store.list(cwd="/w")
+        assert [r.session_id for r in records] == ["s"]
+    # A short turn is one row: its history rides in the turn's row.
+    assert raw(db, "SELECT count(*) FROM updates WHERE turn_id = 'new'") == [(0,)]
+
+
 async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "future.sqlite3"
     with closing(sqlite3.connect(db)) as conn:
@@ -123,7 +161,11 @@ async def test_wal_mode_foreign_keys_and_parents(tmp_path: Path) -> None:
         assert raw(db, "PRAGMA journal_mode") == [("wal",)]
         await store.create(SessionRecord("s", cwd="/"))
         await store.begin_turn("s", "t", [{"a": 1}, {"b": 2}])
-        # one row per written batch (the two prompt updates travel together)
+        # the first batch (the two prompt updates together) rides in the turn's row...
+        assert raw(db, "SELECT count(*) FROM updates") == [(0,)]
+        assert raw(db, "SELECT body FROM turns") == [('{"a":1}\n{"b":2}',)]
+        # ...and each later batch is one row
+        await store.append_updates("s", "t", [{"c": 3}, {"d": 4}])
         assert raw(db, "SELECT count(*) FROM updates") == [(1,)]
         assert await store.delete("s") is True
         # ON DELETE CASCADE removed the turn and its updates, not just the session row.
