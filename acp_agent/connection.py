@@ -7,11 +7,15 @@ session (a ``sessionId``): those live in :mod:`acp_agent.session` and are routed
 This module owns:
 
 * the receive loop (framing and decoding through :mod:`acp_agent.jsonrpc`), which
-  never waits on a handler: every inbound request and notification runs in its own
-  task of the connection's task group, so ``session/cancel`` and the client's
-  responses are read while a ``session/prompt`` waits;
-* the single ordered outbox and its writer task: frames leave in the order the code
-  sends them, coalesced into few writes, with back-pressure on a slow reader;
+  never waits on a handler: every inbound request runs in a pooled worker task and
+  notifications in a task of their own, so ``session/cancel`` and the client's
+  responses are read while a ``session/prompt`` waits. A transport that can push
+  (``PushReceive``: stdio on asyncio) has its chunks decoded straight from the event
+  loop's readiness callback, with no task switch;
+* the single ordered outbox: an answer goes out at once when the transport takes it
+  without waiting, together with everything queued before it; notifications are
+  written on the loop's next pass (a plain callback on asyncio), coalesced; a writer
+  task takes over whatever has to wait for a slow reader (back-pressure);
 * correlation of the client's responses with our pending outbound requests, their
   optional time limits, and ``$/cancel_request`` in both directions;
 * the one exception -> JSON-RPC error boundary (:meth:`AgentSession._answer`): every
