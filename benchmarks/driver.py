@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from subprocess import PIPE
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import orjson
 
@@ -927,6 +927,44 @@ def dependency_names() -> list[str]:
     return list(dict.fromkeys([*names, *PACKAGES]))
 
 
+SPREAD_KEYS: Final = (
+    ("S2", "`/echo hi` turn, µs (median)", "s2_median"),
+    ("S3", "updates/s", "s3_rate"),
+    ("S4", "`fs/read_text_file` round trip, µs", "s4_read"),
+)
+
+
+def spread(results: list[AgentResult], sdk: AgentResult | None) -> list[str]:
+    """How much the per-round values moved: the range of each agent's values and, since
+    the agents ran interleaved, the range of its round-by-round ratio to ``sdk``."""
+    if not any(len(r.values.get(key, [])) > 1 for r in results for _, _, key in SPREAD_KEYS):
+        return []
+    lines = [
+        "",
+        "Spread over the rounds (lowest to highest per-round value; in brackets, the range of the "
+        "round-by-round ratio to `sdk`, the agents having run back to back in each round):",
+        "",
+        "| scenario | metric | " + " | ".join(f"`{r.spec.name}`" for r in results) + " |",
+        "|---|---|" + "---|" * len(results),
+    ]
+    for scenario, label, key in SPREAD_KEYS:
+        cells = []
+        for result in results:
+            values = [v for v in result.values.get(key, []) if isinstance(v, (int, float))]
+            if not values:
+                cells.append("—")
+                continue
+            text = f"{fmt_number(min(values))} to {fmt_number(max(values))}"
+            theirs = [] if sdk is None or result is sdk else sdk.values.get(key, [])
+            # round by round only when both have every round (a failed round would shift them)
+            if theirs and len(theirs) == len(values) and all(theirs):
+                ratios = [a / b for a, b in zip(values, theirs, strict=True)]
+                text += f" ({min(ratios):.2f}x to {max(ratios):.2f}x)"
+            cells.append(text)
+        lines.append(f"| {scenario} | {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def render(
     results: list[AgentResult], settings: Settings, elapsed: float, smoke: bool, command: str
 ) -> str:
@@ -976,6 +1014,7 @@ def render(
         "Medians over the rounds (S1 and S6: over every sample). ↑ = higher is better, otherwise "
         "lower is better. Ratios are agent ÷ `sdk` for the same metric. MB = 10^6 bytes.",
     ]
+    lines += spread(results, sdk)
     if targets.ours is not None and targets.ours.started:
         met, judged = targets.summary()
         lines += ["", f"acp-agent targets met: **{met} of {judged}**."]

@@ -1,0 +1,36 @@
+"""The benchmark report's spread section: ranges and round-by-round ratios."""
+
+from __future__ import annotations
+
+from benchmarks.driver import AgentResult, AgentSpec, spread
+
+
+def result(name: str, **values: list[float]) -> AgentResult:
+    out = AgentResult(AgentSpec(name, ["true"]))
+    for key, series in values.items():
+        for value in series:
+            out.add(key, value)
+    return out
+
+
+def test_spread_gives_ranges_and_per_round_ratios() -> None:
+    ours = result("acp-agent", s2_median=[200.0, 300.0], s4_read=[100.0, 120.0])
+    sdk = result("sdk", s2_median=[400.0, 300.0], s4_read=[100.0, 100.0])
+    lines = spread([ours, sdk], sdk)
+    s2 = next(line for line in lines if line.startswith("| S2 "))
+    s4 = next(line for line in lines if line.startswith("| S4 "))
+    assert "| 200 to 300 (0.50x to 1.00x) | 300 to 400 |" in s2
+    assert "| 100 to 120 (1.00x to 1.20x) | 100 to 100 |" in s4
+    assert "| — | — |" in next(line for line in lines if line.startswith("| S3 "))
+
+
+def test_spread_is_left_out_with_one_round() -> None:
+    ours = result("acp-agent", s2_median=[200.0])
+    assert spread([ours], None) == []
+
+
+def test_no_ratios_when_a_round_is_missing() -> None:
+    ours = result("acp-agent", s2_median=[200.0, 300.0])
+    sdk = result("sdk", s2_median=[400.0, 300.0, 250.0])
+    s2 = next(line for line in spread([ours, sdk], sdk) if line.startswith("| S2 "))
+    assert "| 200 to 300 | 250 to 400 |" in s2
