@@ -5,7 +5,8 @@ This module owns the translation of the official ACP v1 JSON Schema (``schema.js
 or from the directory in ``$ACP_SCHEMA_DIR``) into the committed files:
 
 - ``acp_agent/protocol/_generated.py``: pydantic v2 models for every ``$defs`` type;
-- ``acp_agent/protocol/methods.py``: the method table (name -> direction, kind, model names);
+- ``acp_agent/protocol/_method_rows.py``: the method table as data (name, direction, kind,
+  model names), read by the hand-written ``methods.py``;
 - ``acp_agent/protocol/__init__.py``: the lazy re-export of the models;
 - ``schemas/accepts.schema.json`` and ``schemas/emits.schema.json``: the JSON Schema of what
   acp-agent accepts (validation mode) and emits (serialization mode), made from the models.
@@ -89,7 +90,7 @@ BANNER = (
 )
 
 GENERATED_PY = "acp_agent/protocol/_generated.py"
-METHODS_PY = "acp_agent/protocol/methods.py"
+METHODS_PY = "acp_agent/protocol/_method_rows.py"
 INIT_PY = "acp_agent/protocol/__init__.py"
 ACCEPTS_JSON = "schemas/accepts.schema.json"
 EMITS_JSON = "schemas/emits.schema.json"
@@ -779,70 +780,16 @@ def method_table(schema: Schema, meta: Schema) -> list[Method]:
 
 METHODS_TEMPLATE = '''"""{banner}
 
-The ACP v1 method table: every method of ``meta.json`` with its direction, its kind and the
-names of its params / result models (found through the schema's ``x-method`` markers).
-Importing this module does not import pydantic; ``params_model`` / ``result_model`` import
-the models on first use.
+The ACP v1 method table as data: every method of ``meta.json`` as (name, direction, kind,
+params model, result model), the model names found through the schema's ``x-method``
+markers. ``acp_agent.protocol.methods`` builds its ``MethodSpec`` table from it.
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-Direction = Literal["client->agent", "agent->client", "both"]
-Kind = Literal["request", "notification"]
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """One ACP method. ``params`` / ``result`` are model class names in ``_generated``."""
-
-    name: str
-    direction: Direction
-    kind: Kind
-    params: str
-    result: str | None
-
-
-METHODS: dict[str, MethodSpec] = {{
+METHOD_ROWS: tuple[tuple[str, str, str, str, str | None], ...] = (
 {entries}
-}}
-
-AGENT_METHODS: frozenset[str] = frozenset(
-    name for name, spec in METHODS.items() if spec.direction == "client->agent"
 )
-"""Methods the agent handles (the client sends them)."""
-
-CLIENT_METHODS: frozenset[str] = frozenset(
-    name for name, spec in METHODS.items() if spec.direction == "agent->client"
-)
-"""Methods the client handles (the agent sends them)."""
-
-PROTOCOL_METHODS: frozenset[str] = frozenset(
-    name for name, spec in METHODS.items() if spec.direction == "both"
-)
-"""Protocol-level methods either side may send."""
-
-
-def _model(name: str) -> type[BaseModel]:
-    module = importlib.import_module("acp_agent.protocol._generated")
-    model: type[BaseModel] = getattr(module, name)
-    return model
-
-
-def params_model(spec: MethodSpec) -> type[BaseModel]:
-    """The pydantic model of the method's params (imports the models on first use)."""
-    return _model(spec.params)
-
-
-def result_model(spec: MethodSpec) -> type[BaseModel] | None:
-    """The pydantic model of the method's result; ``None`` for a notification."""
-    return None if spec.result is None else _model(spec.result)
 '''
 
 
@@ -850,17 +797,12 @@ def render_methods(methods: list[Method]) -> str:
     entries = []
     for m in methods:
         result = "None" if m.result is None else json.dumps(m.result)
-        entries.append(
-            f"    {json.dumps(m.name)}: MethodSpec(\n"
-            f"        name={json.dumps(m.name)},\n"
-            f"        direction={json.dumps(m.direction)},\n"
-            f"        kind={json.dumps(m.kind)},\n"
-            f"        params={json.dumps(m.params)},\n"
-            f"        result={result},\n"
-            f"    ),"
-        )
-    text = METHODS_TEMPLATE.format(banner=wrapped_banner(), entries="\n".join(entries))
-    return text
+        fields = [*(json.dumps(v) for v in (m.name, m.direction, m.kind, m.params)), result]
+        line = f"    ({', '.join(fields)}),"
+        if len(line) > 100:  # laid out as ruff format would
+            line = "    (\n" + "".join(f"        {f},\n" for f in fields) + "    ),"
+        entries.append(line)
+    return METHODS_TEMPLATE.format(banner=wrapped_banner(), entries="\n".join(entries))
 
 
 INIT_TEMPLATE = '''"""ACP v1 as pure data: the generated models, re-exported lazily.
