@@ -57,10 +57,10 @@ class _Turn:
 
 @dataclass(slots=True)
 class _Session:
-    record: SessionRecord  # its updated_at may lag behind ``updated_at`` below
+    record: SessionRecord  # everything but the activity time, which is ``updated_at``
     config_json: bytes
     meta_json: bytes
-    updated_at: str = ""  # the latest; copied into ``record`` when it is read
+    updated_at: str = ""
     turns: dict[str, _Turn] = field(default_factory=dict)
 
 
@@ -95,16 +95,11 @@ class MemorySessionStore:
         session.updated_at = self._timestamps.now()
 
     @staticmethod
-    def _record(session: _Session) -> SessionRecord:
-        if session.record.updated_at != session.updated_at:
-            session.record = replace(session.record, updated_at=session.updated_at)
-        return session.record
-
-    @staticmethod
     def _export(session: _Session) -> SessionRecord:
         # Fresh mappings, so callers never alias what is stored.
         return replace(
-            MemorySessionStore._record(session),
+            session.record,
+            updated_at=session.updated_at,
             config=load_json(session.config_json),
             meta=load_json(session.meta_json),
         )
@@ -114,19 +109,17 @@ class MemorySessionStore:
         if record.session_id in self._sessions:
             raise session_exists(record.session_id)
         now = self._timestamps.now()
-        updated_at = record.updated_at or now
         session = _Session(
             record=replace(
                 record,
                 additional_directories=tuple(record.additional_directories),
                 created_at=record.created_at or now,
-                updated_at=updated_at,
                 config={},
                 meta={},
             ),
             config_json=dump_json(dict(record.config)),
             meta_json=dump_json(dict(record.meta)),
-            updated_at=updated_at,
+            updated_at=record.updated_at or now,
         )
         self._sessions[record.session_id] = session
         return self._export(session)
@@ -166,7 +159,7 @@ class MemorySessionStore:
             if meta_json is not None:
                 session.meta_json = meta_json
             session.updated_at = self._timestamps.now()
-            session.record = replace(session.record, updated_at=session.updated_at, **changes)
+            session.record = replace(session.record, **changes)
         return self._export(session)
 
     async def list(
