@@ -90,7 +90,8 @@ def test_server_exits_0_on_eof_and_keeps_stdout_clean() -> None:
 
 def test_serving_imports_nothing_heavy_before_the_first_request() -> None:
     # Editors spawn the server per session: what initialize does not need is imported
-    # later (pydantic after the initialize response, SQLite at the first session).
+    # later (pydantic when a request needs it or the client goes quiet, SQLite at the
+    # first session).
     heavy = ["rich", "acp_agent.chat", "pydantic", "sqlite3", "platformdirs", "jsonrpcserver"]
     code = (
         "import sys; sys.argv = ['acp-agent']\n"

@@ -150,3 +150,56 @@ async def test_the_models_are_built_in_the_background_once_the_client_is_quiet(
             while server._models_ready is None:
                 await anyio.lowlevel.checkpoint()
             await server._models_ready.wait()
+
+
+BURST = r"""
+import sys
+import anyio
+import orjson
+import acp_agent.server as server_module
+from acp_agent.reference import ReferenceAgent
+from acp_agent.server import AcpServer
+from acp_agent.transport import memory_pair
+
+server_module.WARM_IDLE = 3600  # this is about a burst, not about an idle client
+
+async def main():
+    ours, theirs = memory_pair()
+    buffer = b""
+
+    async def call(id, method, params):
+        nonlocal buffer
+        await ours.send(orjson.dumps({"jsonrpc": "2.0", "id": id, "method": method,
+                                      "params": params}) + b"\n")
+        while True:
+            while b"\n" not in buffer:
+                buffer += await ours.receive()
+            line, buffer = buffer.split(b"\n", 1)
+            message = orjson.loads(line)
+            if message.get("id") == id and "method" not in message:
+                return message["result"]
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(AcpServer(ReferenceAgent()).serve, theirs)
+        await call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        session = (await call(2, "session/new", {"cwd": "/tmp", "mcpServers": []}))["sessionId"]
+        for n in range(3, 23):
+            text = "/echo hi" if n % 2 else "plain words"
+            prompt = [{"type": "text", "text": text, "_meta": {"n": n}}]
+            result = await call(n, "session/prompt", {"sessionId": session, "prompt": prompt})
+            assert result == {"stopReason": "end_turn"}, result
+        loaded = [m for m in sys.modules if m == "pydantic" or m.startswith("pydantic.")]
+        assert not loaded, loaded[:3]
+        await ours.send_eof()
+
+anyio.run(main)
+"""
+
+
+def test_a_burst_of_text_prompts_never_loads_pydantic() -> None:
+    import subprocess
+    import sys
+
+    from tests.helpers.wire_client import ROOT, child_env
+
+    subprocess.run([sys.executable, "-c", BURST], check=True, cwd=ROOT, env=child_env(), timeout=60)
