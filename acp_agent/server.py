@@ -302,7 +302,7 @@ class _SessionSink:
     persister: _Persister
     session_id: str
 
-    def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON | PackedJson]) -> None:
+    def turn_started(self, turn_id: str, prompt_updates: Sequence[JsonText | PackedJson]) -> None:
         self.persister.begin(self.session_id, turn_id, list(prompt_updates))
 
     def turn_event(self, turn_id: str, update: JsonText | PackedJson) -> None:

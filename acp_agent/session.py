@@ -244,7 +244,9 @@ class TurnSink(Protocol):
     history keeps, not as a dict or text, so that it is never held twice in full.
     """
 
-    def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON | PackedJson]) -> None: ...
+    def turn_started(
+        self, turn_id: str, prompt_updates: Sequence[JsonText | PackedJson]
+    ) -> None: ...
 
     def turn_event(self, turn_id: str, update: JsonText | PackedJson) -> None: ...
 
@@ -419,11 +421,8 @@ class History:
         handle = TurnHandle(self, log, self._sink)
         self._open = handle
         if self._sink is not None:
-            # a large prompt block goes to the store as history packed it
-            self._sink.turn_started(
-                turn_id,
-                [k if isinstance(k, PackedJson) else u for u, k in zip(updates, kept, strict=True)],
-            )
+            # as history keeps them: JSON text, or packed when large (never encoded twice)
+            self._sink.turn_started(turn_id, kept)
         return handle
 
     def _closed(self, handle: TurnHandle) -> None:

@@ -59,8 +59,11 @@ class RecordingSink:
         self.started: list[tuple[str, list[JSON]]] = []
         self.events: list[tuple[str, JSON]] = []
 
-    def turn_started(self, turn_id: str, prompt_updates: Sequence[JSON]) -> None:
-        self.started.append((turn_id, list(prompt_updates)))
+    def turn_started(self, turn_id: str, prompt_updates: Sequence[Any]) -> None:
+        # small updates come as the JSON text history keeps, large ones packed
+        self.started.append(
+            (turn_id, [orjson.loads(u) if isinstance(u, str) else u for u in prompt_updates])
+        )
 
     def turn_event(self, turn_id: str, update: Any) -> None:
         # the update may come pre-encoded as JSON text
