@@ -42,6 +42,22 @@ class Probe:
         self.cancelled_at_await = False
         self.notes: list[str] = []
 
+    async def wait_turn(self, turn: PromptTurn) -> str:
+        """A turn that reports it began, then waits for ``release``."""
+        self.entered.set()
+        await self.release.wait()
+        return "end_turn"
+
+
+async def answers(client: WireClient, count: int) -> dict[Any, JSON]:
+    """The next ``count`` responses, by id (notifications in between are skipped)."""
+    found: dict[Any, JSON] = {}
+    while len(found) < count:
+        msg = await client.recv()
+        if "method" not in msg:
+            found[msg["id"]] = msg
+    return found
+
 
 async def cancel(client: WireClient, sid: str) -> None:
     await client.notify("session/cancel", {"sessionId": sid})
@@ -237,12 +253,7 @@ async def test_e2_a_cancelled_permission_answer_ends_the_turn_cancelled(tmp_path
 async def test_f_cancel_request_aimed_at_the_prompt_answers_cancelled() -> None:
     probe = Probe()
 
-    async def script(turn: PromptTurn) -> str:
-        probe.entered.set()
-        await probe.release.wait()
-        return "end_turn"
-
-    async with checked(ScriptAgent(script)) as (client, server):
+    async with checked(ScriptAgent(probe.wait_turn)) as (client, server):
         sid, rid = await start(client, server)
         await probe.entered.wait()
         await client.notify(CANCEL_REQUEST, {"requestId": rid})
@@ -265,22 +276,13 @@ async def test_g_session_close_during_a_turn() -> None:
         async def close_session(self, session: Any) -> None:
             closed.append(session.session_id)
 
-    async def script(turn: PromptTurn) -> str:
-        probe.entered.set()
-        await probe.release.wait()
-        return "end_turn"
-
-    async with checked(Closing(script)) as (client, server):
+    async with checked(Closing(probe.wait_turn)) as (client, server):
         sid, rid = await start(client, server)
         await probe.entered.wait()
         close_id = await client.request("session/close", {"sessionId": sid})
-        answers: dict[Any, JSON] = {}
-        while len(answers) < 2:
-            msg = await client.recv()
-            if "method" not in msg:
-                answers[msg["id"]] = msg
-        assert answers[close_id]["result"] == {}
-        assert answers[rid]["result"] == CANCELLED
+        answered = await answers(client, 2)
+        assert answered[close_id]["result"] == {}
+        assert answered[rid]["result"] == CANCELLED
         assert closed == [sid]
         assert sid not in server.sessions
         for _ in range(2):
@@ -390,22 +392,13 @@ async def test_j_cancel_during_a_terminal_wait_kills_and_releases() -> None:
 async def test_k_session_cancel_sent_as_a_request_still_cancels_and_is_answered() -> None:
     probe = Probe()
 
-    async def script(turn: PromptTurn) -> str:
-        probe.entered.set()
-        await probe.release.wait()
-        return "end_turn"
-
-    async with checked(ScriptAgent(script)) as (client, server):
+    async with checked(ScriptAgent(probe.wait_turn)) as (client, server):
         sid, rid = await start(client, server)
         await probe.entered.wait()
         cid = await client.request("session/cancel", {"sessionId": sid})
-        answers: dict[Any, JSON] = {}
-        while len(answers) < 2:
-            msg = await client.recv()
-            if "method" not in msg:
-                answers[msg["id"]] = msg
-        assert answers[rid]["result"] == CANCELLED
-        assert "error" not in answers[cid]
+        answered = await answers(client, 2)
+        assert answered[rid]["result"] == CANCELLED
+        assert "error" not in answered[cid]
 
 
 # more races ------------------------------------------------------------------------------
@@ -414,12 +407,7 @@ async def test_k_session_cancel_sent_as_a_request_still_cancels_and_is_answered(
 async def test_cancel_and_cancel_request_together_answer_once() -> None:
     probe = Probe()
 
-    async def script(turn: PromptTurn) -> str:
-        probe.entered.set()
-        await probe.release.wait()
-        return "end_turn"
-
-    async with checked(ScriptAgent(script)) as (client, server):
+    async with checked(ScriptAgent(probe.wait_turn)) as (client, server):
         sid, rid = await start(client, server)
         await probe.entered.wait()
         await cancel(client, sid)

@@ -94,6 +94,23 @@ class Methods:
         assert self.conn is not None
         return self.conn
 
+    def gated(self, name: str, result: Any) -> anyio.Event:
+        """A request ``name`` that waits until the peer sends the ``release`` notification,
+        then answers ``result``; returns the event set when the handler has started."""
+        entered, release = anyio.Event(), anyio.Event()
+
+        async def handler(params: Any, ctx: RequestContext) -> Any:
+            entered.set()
+            await release.wait()
+            return result
+
+        async def do_release(params: Any) -> None:
+            release.set()
+
+        self.table.requests[name] = handler
+        self.table.notifications["release"] = do_release
+        return entered
+
 
 class Peer(WireClient):
     """The scripted client side, with the frames it read after EOF."""
@@ -164,16 +181,7 @@ async def next_response(peer: Peer) -> JSON:
 
 async def test_requests_run_concurrently_with_notifications(dispatcher: Any) -> None:
     m = Methods()
-    release = anyio.Event()
-
-    @m.request("block")
-    async def block(params: Any, ctx: RequestContext) -> Any:
-        await release.wait()
-        return "released"
-
-    @m.notification("release")
-    async def do_release(params: Any) -> None:
-        release.set()
+    m.gated("block", "released")
 
     async with connected(m, dispatcher) as peer:
         blocked = await peer.request("block")
@@ -361,18 +369,7 @@ async def test_cancel_request_for_a_finished_request_is_ignored(dispatcher: Any)
 
 async def test_cancel_request_with_string_id_does_not_hit_the_integer_id(dispatcher: Any) -> None:
     m = Methods()
-    release = anyio.Event()
-    entered = anyio.Event()
-
-    @m.request("wait")
-    async def wait(params: Any, ctx: RequestContext) -> Any:
-        entered.set()
-        await release.wait()
-        return "done"
-
-    @m.notification("release")
-    async def do_release(params: Any) -> None:
-        release.set()
+    entered = m.gated("wait", "done")
 
     async with connected(m, dispatcher) as peer:
         await peer.request("wait", id=7)
@@ -666,18 +663,7 @@ async def test_serve_returns_on_eof_with_nothing_running(dispatcher: Any) -> Non
 
 async def test_duplicate_inflight_request_id_is_refused(dispatcher: Any) -> None:
     m = Methods()
-    release = anyio.Event()
-    entered = anyio.Event()
-
-    @m.request("wait")
-    async def wait(params: Any, ctx: RequestContext) -> Any:
-        entered.set()
-        await release.wait()
-        return "first"
-
-    @m.notification("release")
-    async def do_release(params: Any) -> None:
-        release.set()
+    entered = m.gated("wait", "first")
 
     async with connected(m, dispatcher) as peer:
         await peer.request("wait", id=5)
@@ -697,18 +683,7 @@ async def test_duplicate_inflight_request_id_is_refused(dispatcher: Any) -> None
 
 async def test_same_value_int_and_string_ids_are_distinct(dispatcher: Any) -> None:
     m = Methods()
-    release = anyio.Event()
-    entered = anyio.Event()
-
-    @m.request("wait")
-    async def wait(params: Any, ctx: RequestContext) -> Any:
-        entered.set()
-        await release.wait()
-        return "waited"
-
-    @m.notification("release")
-    async def do_release(params: Any) -> None:
-        release.set()
+    entered = m.gated("wait", "waited")
 
     async with connected(m, dispatcher) as peer:
         await peer.request("wait", id=1)
