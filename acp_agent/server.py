@@ -50,6 +50,7 @@ from .errors import (
     ResourceNotFound,
     TurnTimeout,
 )
+from .protocol.wire import plain_text_prompt
 from .session import (
     STOP_REASONS,
     CancelReason,
@@ -123,32 +124,6 @@ _GATED_BLOCKS: Final = {"image": "image", "audio": "audio", "resource": "embedde
 
 #: a prompt's params, its typed request when already built, its content blocks
 _Parsed = tuple[JSON, "PromptRequest | None", list[Any]]
-
-
-def _plain_text_prompt(params: JSON) -> bool:
-    """Whether ``params`` is a valid ``PromptRequest`` made only of plain text blocks.
-
-    True only for input the generated model accepts (a property test holds the two
-    together); False means "not decided here", and the model then validates it.
-    """
-    meta = params.get("_meta")
-    if type(params.get("sessionId")) is not str or (meta is not None and type(meta) is not dict):
-        return False
-    blocks = params.get("prompt")
-    if type(blocks) is not list:
-        return False
-    for block in blocks:
-        if (
-            type(block) is not dict
-            or block.get("type") != "text"
-            or type(block.get("text")) is not str
-            or "annotations" in block
-        ):
-            return False
-        meta = block.get("_meta")
-        if meta is not None and type(meta) is not dict:
-            return False
-    return True
 
 
 def _build_models() -> None:
@@ -903,7 +878,7 @@ class AcpServer:
         """
         raw = _params(params)
         request = None
-        if not _plain_text_prompt(raw):
+        if not plain_text_prompt(raw):
             await self._models()
             from .protocol import PromptRequest
             from .protocol.wire import from_wire

@@ -1,9 +1,10 @@
 """The two conversions between ACP models and wire dicts: ``to_wire`` and ``from_wire``.
 
-This module owns how a model becomes a JSON-ready dict (wire names, unset fields left out)
-and how a pydantic ``ValidationError`` becomes ``acp_agent.errors.InvalidParams`` with a
-short, single-line message that names the failing fields and never echoes input values.
-It does no I/O and knows nothing of JSON-RPC framing or of which method is being called.
+This module owns how a model becomes a JSON-ready dict (wire names, unset fields left out),
+how a pydantic ``ValidationError`` becomes ``acp_agent.errors.InvalidParams`` with a short,
+single-line message that names the failing fields and never echoes input values, and the one
+shape of params it checks without the models: a prompt of plain text blocks (the hot path of
+every agent). It does no I/O and knows nothing of JSON-RPC framing.
 """
 
 from __future__ import annotations
@@ -35,6 +36,33 @@ def from_wire(model_cls: type[M], data: Any) -> M:
         return model_cls.model_validate(data)
     except ValidationError as exc:
         raise invalid_params(exc) from None
+
+
+def plain_text_prompt(params: dict[str, Any]) -> bool:
+    """Whether ``params`` is a valid ``PromptRequest`` made only of plain text blocks.
+
+    The common prompt checked without pydantic: True only for input the generated model
+    accepts (a property test holds the two together); False means "not decided here", and
+    the model then validates it.
+    """
+    meta = params.get("_meta")
+    if type(params.get("sessionId")) is not str or (meta is not None and type(meta) is not dict):
+        return False
+    blocks = params.get("prompt")
+    if type(blocks) is not list:
+        return False
+    for block in blocks:
+        if (
+            type(block) is not dict
+            or block.get("type") != "text"
+            or type(block.get("text")) is not str
+            or "annotations" in block
+        ):
+            return False
+        meta = block.get("_meta")
+        if meta is not None and type(meta) is not dict:
+            return False
+    return True
 
 
 def _short(text: str) -> str:

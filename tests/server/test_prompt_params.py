@@ -14,8 +14,7 @@ from acp_agent import Agent, PromptTurn
 from acp_agent.agent import StopReason
 from acp_agent.errors import InvalidParams
 from acp_agent.protocol import PromptRequest, TextContentBlock
-from acp_agent.protocol.wire import from_wire
-from acp_agent.server import _plain_text_prompt
+from acp_agent.protocol.wire import from_wire, plain_text_prompt
 from tests.helpers.memclient import serving
 
 NOT_AN_OBJECT = st.one_of(st.integers(), st.text(max_size=3), st.just([]), st.booleans())
@@ -74,9 +73,9 @@ def _model_accepts(params: dict[str, Any]) -> bool:
 @settings(max_examples=1000)
 @given(params=prompt_params())
 def test_the_fast_path_accepts_only_what_the_model_accepts(params: dict[str, Any]) -> None:
-    if _plain_text_prompt(params):
+    if plain_text_prompt(params):
         assert _model_accepts(params)
-    event(f"fast path: {_plain_text_prompt(params)}, model: {_model_accepts(params)}")
+    event(f"fast path: {plain_text_prompt(params)}, model: {_model_accepts(params)}")
 
 
 @pytest.mark.parametrize(
@@ -88,7 +87,7 @@ def test_the_fast_path_accepts_only_what_the_model_accepts(params: dict[str, Any
     ],
 )
 def test_plain_text_prompts_take_the_fast_path(params: dict[str, Any]) -> None:
-    assert _plain_text_prompt(params)
+    assert plain_text_prompt(params)
     assert _model_accepts(params)
 
 
