@@ -19,8 +19,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-EXIT_OK = 0
-EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 SUBCOMMANDS = ("chat", "demo", "conformance")

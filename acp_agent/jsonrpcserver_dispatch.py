@@ -26,14 +26,6 @@ from .connection import MethodTable, NativeDispatcher, RequestContext
 from .errors import RequestError
 
 
-class _Failure(Exception):
-    """Carries a handler's exception through jsonrpcserver's result type."""
-
-    def __init__(self, exc: BaseException) -> None:
-        super().__init__(repr(exc))
-        self.exc = exc
-
-
 class _Methods(Mapping[str, Any]):
     """Every method name maps to one adapter that calls the native dispatch."""
 

@@ -149,8 +149,6 @@ BUILTIN_SCHEMAS: Final[tuple[JSON, ...]] = (
     ),
 )
 
-BUILTIN_NAMES: Final = frozenset(s["function"]["name"] for s in BUILTIN_SCHEMAS)
-
 
 class Invocation:
     """One model tool call as an ACP tool call: announce, ask, start, finish exactly once."""
