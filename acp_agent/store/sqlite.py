@@ -6,17 +6,26 @@ It owns the schema, its migrations and every SQL statement. It drives the standa
 operations are serialised. An operation that has reached its thread always runs to completion
 (cancellation waits for it), so a cancelled caller never leaves a transaction half-open.
 
-One exception keeps a short turn cheap: a small ``write_turn`` (a few statements and one WAL
-append, tens of microseconds) runs on the caller's thread, on a second connection that never
-waits: its ``busy_timeout`` is 0 and it never checkpoints. It is tried only when the worker has
-nothing queued (so operations keep their order); if another process holds the write lock the
-write goes to the worker thread instead. The WAL is checkpointed (the step that syncs to disk)
-by the worker thread in the background.
+One exception keeps a short turn cheap: a small ``write_turn`` runs on the caller's thread, on
+a second connection that never waits (its ``busy_timeout`` is 0 and it never checkpoints), as
+one ``INSERT`` into the ``queued_writes`` table: a row appended at the end of one small table is
+the cheapest commit SQLite has (a third of the pages of the write itself, which touches the
+turn's table, its indexes and the session's recency). The same insert checks what the write
+would check (the session exists; a new turn's id is unused), so the caller still gets the same
+errors. The worker thread applies queued rows to the real tables, in their order, in batches:
+before any other operation of this store (so every read sees every write made before it), once
+the connection has been quiet for ``APPLY_IDLE`` seconds, when ``APPLY_AT`` rows are waiting,
+and when the store closes. Applying a row and deleting it is one transaction, and every
+instance sharing the file applies whatever rows it finds (its own and others'), so a queued
+write is applied exactly once even if the process that queued it was killed. It is tried only
+when the worker has nothing queued (so operations keep their order); if another process holds
+the write lock, the write goes to the worker thread instead. The WAL is checkpointed (the step
+that syncs to disk) by the worker thread in the background.
 
-Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction then
-survives the death of the process (a killed agent loses nothing that a store call returned
-for); only an operating-system crash or power loss can drop the last few commits, never
-corrupt the file. Each call is one transaction (``BEGIN IMMEDIATE`` for writes), and
+Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction (a
+queued row is one) then survives the death of the process (a killed agent loses nothing that
+a store call returned for); only an operating-system crash or power loss can drop the last few
+commits, never corrupt the file. Each call is one transaction (``BEGIN IMMEDIATE`` for writes), and
 ``busy_timeout`` lets several agent processes (two editor windows) share one file.
 
 Schema versions live in ``PRAGMA user_version``; ``_MIGRATIONS`` lists the steps, applied in
@@ -36,6 +45,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -76,8 +86,11 @@ log = logging.getLogger("acp_agent.store.sqlite")
 BUSY_TIMEOUT_MS: Final = 5000
 _SQLITE_BUSY: Final = 5  # primary result codes (sqlite3 names them only from 3.11)
 _SQLITE_LOCKED: Final = 6
-INLINE_CHARS: Final = 32 * 1024  # a turn write up to this size may run on the caller's thread
-CHECKPOINT_EVERY: Final = 128  # inline commits between background WAL checkpoints
+INLINE_CHARS: Final = 32 * 1024  # a turn write up to this size may be queued on the caller's thread
+CHECKPOINT_EVERY: Final = 128  # queued commits between background WAL checkpoints
+APPLY_AT: Final = 1024  # queued rows that make the worker apply them at once
+APPLY_IDLE: Final = 0.05  # seconds without a queued write after which the worker applies them
+APPLY_BATCH: Final = 256  # rows applied per transaction
 
 _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # 0 -> 1: sessions, turns, updates.
@@ -125,6 +138,22 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # ``updates`` rows follow it), so a short turn writes one row, not two (two pages
     # fewer per commit).
     ("ALTER TABLE turns ADD COLUMN body TEXT",),
+    # 2 -> 3: small turn writes are queued as one row each and applied in batches by the
+    # worker (see the module docstring). ``body`` holds the write's history items, one JSON
+    # text per line. No index: a row is only ever appended, read in order and deleted.
+    (
+        """
+        CREATE TABLE queued_writes (
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            turn_id TEXT NOT NULL,
+            at TEXT NOT NULL,
+            begins INTEGER NOT NULL,
+            stop_reason TEXT,
+            body TEXT
+        )
+        """,
+    ),
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -250,6 +279,18 @@ def _unpack_rows(text: str | bytes) -> builtins.list[Any]:
     return [load_json(line) for line in text.split("\n")]
 
 
+_QUEUE: Final = (
+    "INSERT INTO queued_writes (session_id, turn_id, at, begins, stop_reason, body) "
+    "VALUES (?, ?, ?, 0, ?, ?)"
+)
+# A new turn is queued only if its session exists and no applied turn has its id (the turns
+# this instance queued and the worker has not applied yet are known in memory).
+_QUEUE_NEW_TURN: Final = (
+    "INSERT INTO queued_writes (session_id, turn_id, at, begins, stop_reason, body) "
+    "SELECT ?1, ?2, ?3, 1, ?4, ?5 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1) "
+    "AND NOT EXISTS (SELECT 1 FROM turns WHERE session_id = ?1 AND turn_id = ?2)"
+)
+
 _INSERT_ROW: Final = "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)"
 
 
@@ -308,6 +349,9 @@ def _text(value: Any) -> str:
     return dump_text(value)
 
 
+_TICK: Final = object()  # a job that only wakes the worker
+
+
 class _Worker:
     """The one thread that owns the connection; operations run there in arrival order.
 
@@ -317,9 +361,12 @@ class _Worker:
     never leaves a transaction half-open.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, idle: Callable[[], float | None] | None = None) -> None:
+        """``idle`` runs on the thread between jobs; it returns how many seconds to wait for
+        the next job before it runs again (None: until the next job or ``tick``)."""
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name="acp-agent-sqlite", daemon=True)
+        self._idle = idle
         #: operations queued or running (``post``-ed ones not counted); event loop thread only
         self.pending = 0
 
@@ -331,9 +378,15 @@ class _Worker:
 
     def _serve(self) -> None:
         while True:
-            job = self._jobs.get()
+            timeout = self._idle() if self._idle is not None else None
+            try:
+                job = self._jobs.get(timeout=timeout)
+            except queue.Empty:
+                continue
             if job is None:
                 return
+            if job is _TICK:
+                continue
             fn, box, wake = job
             try:
                 result = (True, fn())
@@ -370,6 +423,10 @@ class _Worker:
         """Queue ``fn`` without waiting for it (a failure is logged)."""
         self._jobs.put((fn, None, None))
 
+    def tick(self) -> None:
+        """Make the thread run ``idle`` now (it may be waiting for a job with no time limit)."""
+        self._jobs.put(_TICK)
+
 
 class SqliteSessionStore:
     """A ``SessionStore`` on one SQLite file; create it with ``await SqliteSessionStore.open``."""
@@ -382,7 +439,14 @@ class SqliteSessionStore:
         self._worker: _Worker | None = None
         self._conn: sqlite3.Connection | None = None
         self._inline: sqlite3.Connection | None = None  # see the module docstring
-        self._inline_commits = 0
+        # Queued writes: the count queued by this instance (event loop thread), the count the
+        # worker had seen when it last applied them all (worker thread), the last one's time,
+        # and the turns begun by queued writes, each with its place in that count.
+        self._queued = 0
+        self._applied = 0
+        self._last_queued = 0.0
+        self._queued_turns: dict[tuple[str, str], int] = {}
+        self._pruned = 0
         self._closed = False
         self._open_turns: set[tuple[str, str]] = set()
 
@@ -400,12 +464,14 @@ class SqliteSessionStore:
         async with self._lock:
             if self._conn is not None or self._closed or self._worker is not None:
                 raise RuntimeError("a SqliteSessionStore can be opened only once")
-            worker = self._worker = _Worker()
+            worker = self._worker = _Worker(self._idle_step)
             worker.start()
             path = self.path
             try:
-                self._conn = await worker.run(lambda: _connect(path))
+                conn = self._conn = await worker.run(lambda: _connect(path))
                 self._inline = await worker.run(lambda: _connect(path, inline=True))
+                # Writes a killed process had queued are applied now, not at the first call.
+                await worker.run(lambda: self._apply_queued(conn))
             except BaseException:
                 if self._conn is not None:
                     await worker.run(self._conn.close)
@@ -437,6 +503,12 @@ class SqliteSessionStore:
                 if worker is not None:
                     # After every operation queued before; the worker's connection last
                     # (closing the last connection checkpoints the WAL, off this thread).
+                    if conn is not None:
+                        main = conn
+                        try:
+                            await worker.run(lambda: self._apply_queued(main))
+                        except Exception:  # they stay queued, for the next instance
+                            log.exception("could not apply the queued writes before closing")
                     if inline is not None:
                         await worker.run(inline.close)
                     if conn is not None:
@@ -451,7 +523,56 @@ class SqliteSessionStore:
             raise anyio.ClosedResourceError(
                 "the store is closed" if self._closed else "the store was never opened"
             )
-        return await worker.run(lambda: fn(conn))
+        return await worker.run(lambda: self._after_queued(conn, fn))
+
+    def _after_queued(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        self._apply_queued(conn)  # every operation sees every write made before it
+        return fn(conn)
+
+    # --- queued writes (worker thread; see the module docstring) -------------------------
+
+    def _idle_step(self) -> float | None:
+        conn = self._conn
+        if conn is None or self._queued == self._applied:
+            return None
+        wait = self._last_queued + APPLY_IDLE - time.monotonic()
+        if wait > 0:
+            return wait
+        try:
+            self._apply_queued(conn)
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except Exception:  # they stay queued and durable; tried again later
+            log.exception("could not apply the queued writes")
+            return 1.0
+        return None
+
+    def _apply_queued(self, conn: sqlite3.Connection) -> None:
+        """Apply every queued row, in order, ``APPLY_BATCH`` per transaction."""
+        seen = self._queued
+        while conn.execute("SELECT 1 FROM queued_writes LIMIT 1").fetchone() is not None:
+            _transaction(conn, partial(self._apply_batch, conn), write=True)
+        self._applied = seen
+
+    def _apply_batch(self, conn: sqlite3.Connection) -> None:
+        rows = conn.execute(
+            "SELECT id, session_id, turn_id, at, begins, stop_reason, body FROM queued_writes "
+            "ORDER BY id LIMIT ?",
+            (APPLY_BATCH,),
+        ).fetchall()
+        for _, session_id, turn_id, at, begins, stop_reason, body in rows:
+            items: builtins.list[Body] = [] if body is None else body.split("\n")
+            conn.execute("SAVEPOINT queued")
+            try:
+                if begins:
+                    self._write_sync(conn, session_id, turn_id, items, [], stop_reason, at)
+                else:
+                    self._write_sync(conn, session_id, turn_id, None, items, stop_reason, at)
+            except Exception as exc:  # another process deleted the session meanwhile
+                conn.execute("ROLLBACK TO queued")
+                log.warning("dropped a queued write to turn %s of %s: %s", turn_id, session_id, exc)
+            conn.execute("RELEASE queued")
+        if rows:
+            conn.execute("DELETE FROM queued_writes WHERE id <= ?", (rows[-1][0],))
 
     # --- sessions ------------------------------------------------------------------------
 
@@ -677,63 +798,108 @@ class SqliteSessionStore:
         bodies = [_body(u) for u in updates]
 
         def run(conn: sqlite3.Connection) -> None:
-            def body() -> None:
-                # One pass: the fewest statements for the common shapes (a whole short
-                # turn; a batch of updates of a running turn).
-                now = self._timestamps.now()
-                if begun is not None:
-                    self._begin_sync(conn, session_id, turn_id, [*begun, *bodies], now=now, end=end)
-                else:
-                    self._check_turn(
-                        conn, session_id, turn_id, "append_updates" if bodies else "end_turn"
-                    )
-                    if bodies:
-                        self._insert_updates(conn, session_id, turn_id, bodies)
-                    if end is not None:
-                        conn.execute(
-                            "UPDATE turns SET stop_reason = ?, ended_at = ? "
-                            "WHERE session_id = ? AND turn_id = ?",
-                            (end, now, session_id, turn_id),
-                        )
-                self._touch(conn, session_id, now)
-
-            _transaction(conn, body, write=True)
+            _transaction(
+                conn,
+                lambda: self._write_sync(
+                    conn, session_id, turn_id, begun, bodies, end, self._timestamps.now()
+                ),
+                write=True,
+            )
             if begun is not None and end is None:
                 self._open_turns.add((session_id, turn_id))
             if end is not None:
                 self._open_turns.discard((session_id, turn_id))
 
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller writes nothing
-        if not self._write_inline(run, begun, bodies):
+        if not self._queue_inline(session_id, turn_id, begun, bodies, end):
             await self._run(run)
 
-    def _write_inline(
+    def _write_sync(
         self,
-        run: Callable[[sqlite3.Connection], None],
+        conn: sqlite3.Connection,
+        session_id: str,
+        turn_id: str,
         begun: Sequence[Body] | None,
         bodies: Sequence[Body],
+        end: str | None,
+        now: str,
+    ) -> None:
+        # One pass: the fewest statements for the common shapes (a whole short turn; a
+        # batch of updates of a running turn).
+        if begun is not None:
+            self._begin_sync(conn, session_id, turn_id, [*begun, *bodies], now=now, end=end)
+        else:
+            self._check_turn(conn, session_id, turn_id, "append_updates" if bodies else "end_turn")
+            if bodies:
+                self._insert_updates(conn, session_id, turn_id, bodies)
+            if end is not None:
+                conn.execute(
+                    "UPDATE turns SET stop_reason = ?, ended_at = ? "
+                    "WHERE session_id = ? AND turn_id = ?",
+                    (end, now, session_id, turn_id),
+                )
+        self._touch(conn, session_id, now)
+
+    def _queue_inline(
+        self,
+        session_id: str,
+        turn_id: str,
+        begun: Sequence[Body] | None,
+        bodies: Sequence[Body],
+        end: str | None,
     ) -> bool:
-        """Run a small turn write here, now, if that needs no waiting (see the module
+        """Queue a small turn write here, now, if that needs no waiting (see the module
         docstring); False when it must go to the worker thread instead."""
         conn = self._inline
         worker = self._worker
-        if conn is None or worker is None or worker.pending:
+        main = self._conn
+        if conn is None or worker is None or main is None or worker.pending:
             return False
-        size = _chars(bodies) + (_chars(begun) if begun is not None else 0)
+        key = (session_id, turn_id)
+        if begun is None:
+            if key not in self._open_turns:
+                return False  # not a turn this instance runs: the worker checks it
+        elif self._queued_turns.get(key, 0) > self._applied:
+            return False  # begun by a write still queued: the worker refuses it
+        items: builtins.list[str] = []
+        size = 0
+        for item in bodies if begun is None else [*begun, *bodies]:
+            if not isinstance(item, str):
+                return False  # a large (packed) item
+            items.append(item)
+            size += len(item)
         if size > INLINE_CHARS:
             return False
+        text = "\n".join(items) if items else None
+        now = self._timestamps.now()
         try:
-            run(conn)
+            if begun is None:
+                conn.execute(_QUEUE, (session_id, turn_id, now, end, text))
+            elif conn.execute(_QUEUE_NEW_TURN, (session_id, turn_id, now, end, text)).rowcount == 0:
+                return False  # no such session, or the turn exists: the worker says which
         except sqlite3.OperationalError as exc:
             if _busy(exc):
                 return False  # another process is writing: wait for it on the worker
             raise
-        self._inline_commits += 1
-        if self._inline_commits >= CHECKPOINT_EVERY:
-            self._inline_commits = 0
-            main = self._conn
-            if main is not None:
-                worker.post(lambda: main.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
+        if begun is not None and end is None:
+            self._open_turns.add(key)
+        if end is not None:
+            self._open_turns.discard(key)
+        self._last_queued = time.monotonic()
+        self._queued += 1
+        applied = self._applied
+        if begun is not None:
+            if self._pruned != applied:  # forget the turns the worker has applied since
+                self._pruned = applied
+                self._queued_turns = {k: n for k, n in self._queued_turns.items() if n > applied}
+            self._queued_turns[key] = self._queued
+        waiting = self._queued - applied
+        if waiting == 1:
+            worker.tick()  # the worker starts waiting for the quiet that applies it
+        elif waiting % APPLY_AT == 0:
+            worker.post(lambda: self._apply_queued(main))
+        if self._queued % CHECKPOINT_EVERY == 0:
+            worker.post(lambda: main.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
         return True
 
     async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:

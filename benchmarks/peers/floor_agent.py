@@ -9,12 +9,19 @@ agents come to the floor.
 It follows `shared/reference-agent.md` for the commands the scenarios use: `/echo`, `/stream`,
 `/sleep` (cancellable), `/read`, the `available_commands_update` after `session/new`, and
 `session/cancel`.
+
+With ``--sqlite`` it is the *durable floor*: before answering a prompt, it commits the turn (its
+prompt, the texts it sent and its stop reason) as one row of a WAL-mode SQLite file in one
+transaction, with ``synchronous=NORMAL`` and WAL checkpoints on a background thread (as
+acp-agent's store does). That is the least an agent that keeps its sessions in SQLite must do
+per turn; the benchmark uses it to show what that costs on top of the floor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import sys
 from itertools import count
 from typing import Any
@@ -33,6 +40,46 @@ COMMANDS = [
 
 class InvalidParams(Exception):
     pass
+
+
+CHECKPOINT_EVERY = 128  # commits between background WAL checkpoints
+
+
+class TurnLog:
+    """The durable floor's store: one row per turn, committed before the turn is answered."""
+
+    def __init__(self, path: str) -> None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        self.path = path
+        self.conn = self._connect()
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS turns (id INTEGER PRIMARY KEY, session_id TEXT NOT NULL,"
+            " prompt TEXT NOT NULL, said TEXT NOT NULL, stop_reason TEXT NOT NULL)"
+        )
+        self.conn.execute("PRAGMA wal_autocheckpoint = 0")
+        self.checkpointer: sqlite3.Connection | None = None
+        self.commits = 0
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA busy_timeout = 5000")
+        return conn
+
+    def commit(self, session_id: str, prompt: Any, said: list[str], stop_reason: str) -> None:
+        self.conn.execute(
+            "INSERT INTO turns (session_id, prompt, said, stop_reason) VALUES (?, ?, ?, ?)",
+            (session_id, orjson.dumps(prompt).decode(), "\n".join(said), stop_reason),
+        )
+        self.commits += 1
+        if self.commits % CHECKPOINT_EVERY == 0:
+            asyncio.get_running_loop().run_in_executor(None, self._checkpoint)
+
+    def _checkpoint(self) -> None:
+        if self.checkpointer is None:
+            self.checkpointer = self._connect()
+        self.checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 class Writer:
@@ -77,9 +124,13 @@ class _DrainProtocol(asyncio.Protocol):
 
 
 class FloorAgent:
-    def __init__(self, writer: Writer, drain: _DrainProtocol) -> None:
+    def __init__(
+        self, writer: Writer, drain: _DrainProtocol, turn_log: TurnLog | None = None
+    ) -> None:
         self.writer = writer
         self.drain = drain
+        self.turn_log = turn_log
+        self.said: dict[str, list[str]] = {}  # with a turn log: the texts of running turns
         self.read_text_file = False
         self.sessions: dict[str, str] = {}
         self.turns: dict[str, asyncio.Task[None]] = {}
@@ -149,6 +200,9 @@ class FloorAgent:
         )
 
     def say(self, session_id: str, text: str) -> None:
+        said = self.said.get(session_id)
+        if said is not None:
+            said.append(text)
         self.update(
             session_id,
             {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}},
@@ -167,6 +221,9 @@ class FloorAgent:
 
     async def prompt(self, msg_id: Any, session_id: str, params: dict[str, Any]) -> None:
         reply: dict[str, Any]
+        said: list[str] = []
+        if self.turn_log is not None:
+            self.said[session_id] = said
         try:
             await self.run(session_id, params)
             reply = {"jsonrpc": "2.0", "id": msg_id, "result": {"stopReason": "end_turn"}}
@@ -178,6 +235,11 @@ class FloorAgent:
         finally:
             if self.turns.get(session_id) is asyncio.current_task():
                 del self.turns[session_id]
+            if self.said.get(session_id) is said:
+                del self.said[session_id]
+        result = reply.get("result")
+        if self.turn_log is not None and result is not None:
+            self.turn_log.commit(session_id, params.get("prompt"), said, result["stopReason"])
         self.writer.send(reply)
         self.writer.flush()
 
@@ -276,11 +338,11 @@ class LineReader(asyncio.Protocol):
             self.done.set_result(None)
 
 
-async def main() -> None:
+async def main(turn_log: TurnLog | None) -> None:
     loop = asyncio.get_running_loop()
     drain = _DrainProtocol()
     transport, _ = await loop.connect_write_pipe(lambda: drain, sys.stdout)
-    agent = FloorAgent(Writer(transport), drain)
+    agent = FloorAgent(Writer(transport), drain, turn_log)
     reader = LineReader(agent)
     await loop.connect_read_pipe(lambda: reader, sys.stdin)
     await reader.done
@@ -289,5 +351,12 @@ async def main() -> None:
         task.cancel()
 
 
+def turn_log_from_args() -> TurnLog | None:
+    if "--sqlite" not in sys.argv[1:]:
+        return None
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return TurnLog(os.path.join(data_home, "floor-agent", "turns.db"))
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(turn_log_from_args()))

@@ -6,18 +6,22 @@ import os
 import signal
 import sqlite3
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import orjson
 import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from acp_agent.errors import IllegalTransition
 from acp_agent.store import SchemaVersionError, SessionRecord, SqliteSessionStore, TurnRecord
+from acp_agent.store import sqlite as sqlite_store
 from acp_agent.store.sqlite import CHECKPOINT_EVERY, SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
@@ -161,11 +165,13 @@ async def test_wal_mode_foreign_keys_and_parents(tmp_path: Path) -> None:
         assert raw(db, "PRAGMA journal_mode") == [("wal",)]
         await store.create(SessionRecord("s", cwd="/"))
         await store.begin_turn("s", "t", [{"a": 1}, {"b": 2}])
+        await store.get("s")  # any operation applies the queued writes first
         # the first batch (the two prompt updates together) rides in the turn's row...
         assert raw(db, "SELECT count(*) FROM updates") == [(0,)]
         assert raw(db, "SELECT body FROM turns") == [('{"a":1}\n{"b":2}',)]
         # ...and each later batch is one row
         await store.append_updates("s", "t", [{"c": 3}, {"d": 4}])
+        await store.get("s")
         assert raw(db, "SELECT count(*) FROM updates") == [(1,)]
         assert await store.delete("s") is True
         # ON DELETE CASCADE removed the turn and its updates, not just the session row.
@@ -357,3 +363,117 @@ async def test_background_checkpoints_keep_the_wal_small(tmp_path: Path) -> None
         assert (await anyio.Path(wal).stat()).st_size < 2 * CHECKPOINT_EVERY * 6 * 4096
         history = await store.load_history("s")
         assert len(history) == rounds * CHECKPOINT_EVERY
+
+
+def queued_rows(db: Path) -> int:
+    return int(raw(db, "SELECT count(*) FROM queued_writes")[0][0])
+
+
+@pytest.fixture
+def queue_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A database path, with the worker's background apply (on quiet) switched off."""
+    monkeypatch.setattr(sqlite_store, "APPLY_IDLE", 3600.0)
+    return tmp_path / "q.sqlite3"
+
+
+async def test_a_short_turn_write_is_queued_and_applied_once_by_whichever_instance_comes_next(
+    queue_db: Path,
+) -> None:
+    db = queue_db
+    first = await SqliteSessionStore.open(db)
+    try:
+        await first.create(SessionRecord("s", cwd="/"))
+        for i in range(5):
+            await first.write_turn(
+                "s", f"t{i}", begin=[{"p": i}], updates=[{"u": i}], end="end_turn"
+            )
+        await first.begin_turn("s", "open", [{"p": 5}])
+        await first.append_updates("s", "open", [{"u": 5}])
+        # Durable (committed rows) but not applied: the process could be killed now.
+        assert queued_rows(db) == 7
+        assert raw(db, "SELECT count(*) FROM turns") == [(0,)]
+
+        # Another instance (a restarted agent) applies them when it opens.
+        async with await SqliteSessionStore.open(db) as second:
+            assert queued_rows(db) == 0
+            history = await second.load_history("s")
+            assert [(t.turn_id, t.updates, t.stop_reason) for t in history] == [
+                *((f"t{i}", ({"p": i}, {"u": i}), "end_turn") for i in range(5)),
+                ("open", ({"p": 5}, {"u": 5}), None),
+            ]
+            assert history[-1].interrupted  # not this instance's turn
+
+        # The first instance finds nothing left to apply, so nothing is applied twice, and
+        # its turn is still its own.
+        await first.end_turn("s", "open", "end_turn")
+        history = await first.load_history("s")
+        assert [t.seq for t in history] == list(range(6))
+        assert (history[-1].updates, history[-1].stop_reason) == (
+            ({"p": 5}, {"u": 5}),
+            "end_turn",
+        )
+    finally:
+        await first.aclose()
+    assert queued_rows(db) == 0
+
+
+async def test_every_operation_sees_the_writes_queued_before_it(queue_db: Path) -> None:
+    db = queue_db
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("a", cwd="/"))
+        await store.create(SessionRecord("b", cwd="/"))
+        await store.write_turn("a", "t", begin=[{"p": 0}], end="end_turn")
+        assert queued_rows(db) == 1
+        records, _ = await store.list()  # applied first, so "a" is the most recent
+        assert [r.session_id for r in records] == ["a", "b"]
+        assert queued_rows(db) == 0
+        # A large write (not queued) after a queued one keeps their order.
+        await store.begin_turn("b", "t", [{"p": 1}])
+        await store.append_updates("b", "t", [{"big": "x" * (sqlite_store.INLINE_CHARS + 1)}])
+        assert queued_rows(db) == 0
+        [turn] = await store.load_history("b")
+        assert [u.keys() for u in turn.updates] == [{"p"}, {"big"}]
+        # A queued begin of a turn id that is still queued is refused like any other.
+        await store.write_turn("b", "u", begin=[], end="end_turn")
+        with pytest.raises(IllegalTransition, match="ended"):
+            await store.begin_turn("b", "u", [])
+
+
+async def test_the_worker_applies_queued_writes_once_the_store_is_quiet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "q.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        applied = threading.Event()
+        apply = store._apply_queued
+
+        def observed(conn: sqlite3.Connection) -> None:
+            apply(conn)
+            applied.set()
+
+        monkeypatch.setattr(store, "_apply_queued", observed)
+        await store.write_turn("s", "t", begin=[{"p": 0}], end="end_turn")
+        # No call of ours makes it: the worker's idle timer does (a thread event, waited
+        # for off the event loop).
+        assert await anyio.to_thread.run_sync(applied.wait, 10.0)
+        assert queued_rows(db) == 0
+        assert raw(db, "SELECT turn_id, stop_reason FROM turns") == [("t", "end_turn")]
+
+
+async def test_a_queued_write_that_cannot_be_applied_is_dropped_and_the_rest_applied(
+    queue_db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = queue_db
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("gone", cwd="/"))
+        await store.create(SessionRecord("kept", cwd="/"))
+        await store.write_turn("gone", "t", begin=[{"p": 0}], end="end_turn")
+        await store.write_turn("kept", "t", begin=[{"p": 1}], end="end_turn")
+        # Another process deletes the session before its queued turn is applied.
+        with closing(sqlite3.connect(db, isolation_level=None)) as other:
+            other.execute("DELETE FROM sessions WHERE id = 'gone'")
+        [turn] = await store.load_history("kept")
+        assert turn.updates == ({"p": 1},)
+        assert queued_rows(db) == 0
+    assert "dropped a queued write to turn t of gone" in caplog.text
