@@ -1028,6 +1028,17 @@ def render(
             f"Driver headroom: the floor agent streams {headroom:.1f}x as many updates/s as "
             "`sdk` through the same driver, so the driver is not what limits the other agents.",
         ]
+    durable = by_name.get("floor-sqlite")
+    floor_turn = floor.median("s2_median") if floor else None
+    durable_turn = durable.median("s2_median") if durable else None
+    if floor_turn and durable_turn:
+        lines += [
+            "",
+            f"Durable floor: the floor agent committing each turn to SQLite before answering "
+            f"(`floor-sqlite`) takes {fmt_number(durable_turn)} µs per S2 turn, "
+            f"{durable_turn / floor_turn:.2f}x the floor's {fmt_number(floor_turn)} µs: the "
+            "least that a turn durable before its answer costs on this machine.",
+        ]
     failures = [
         f"- `{r.spec.name}` {scenario}: {reason}"
         for r in results
@@ -1062,6 +1073,7 @@ def default_agents() -> list[AgentSpec]:
         AgentSpec("acp-agent", [sys.executable, "-m", "acp_agent"]),
         AgentSpec("sdk", [sys.executable, str(peers / "sdk_agent.py")]),
         AgentSpec("floor", [sys.executable, str(peers / "floor_agent.py")]),
+        AgentSpec("floor-sqlite", [sys.executable, str(peers / "floor_agent.py"), "--sqlite"]),
     ]
 
 
@@ -1082,7 +1094,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="append",
         type=parse_agent,
         metavar="NAME=COMMAND",
-        help="an agent to run (repeatable); default: acp-agent, sdk and floor",
+        help="an agent to run (repeatable); default: acp-agent, sdk, floor and floor-sqlite",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true", help="fewer rounds, smaller counts")

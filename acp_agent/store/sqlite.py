@@ -20,7 +20,9 @@ instance sharing the file applies whatever rows it finds (its own and others'), 
 write is applied exactly once even if the process that queued it was killed. It is tried only
 when the worker has nothing queued (so operations keep their order); if another process holds
 the write lock, the write goes to the worker thread instead. The WAL is checkpointed (the step
-that syncs to disk) by the worker thread in the background.
+that syncs to disk) only by the worker thread, in the background, which then also makes the
+first commit after it (the one that restarts the WAL, whose header SQLite syncs), so the inline
+connection never waits for a disk sync.
 
 Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction (a
 queued row is one) then survives the death of the process (a killed agent loses nothing that
@@ -88,6 +90,7 @@ _SQLITE_BUSY: Final = 5  # primary result codes (sqlite3 names them only from 3.
 _SQLITE_LOCKED: Final = 6
 INLINE_CHARS: Final = 32 * 1024  # a turn write up to this size may be queued on the caller's thread
 CHECKPOINT_EVERY: Final = 128  # queued commits between background WAL checkpoints
+WAL_BYTES: Final = 4 << 20  # a WAL file larger than this is checkpointed (and cut back to it)
 APPLY_AT: Final = 1024  # queued rows that make the worker apply them at once
 APPLY_IDLE: Final = 0.05  # seconds without a queued write after which the worker applies them
 APPLY_BATCH: Final = 256  # rows applied per transaction
@@ -189,7 +192,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 def _connect(path: Path, *, inline: bool = False) -> sqlite3.Connection:
     """The worker's connection (migrating the file), or with ``inline`` the connection for
-    writes on the event loop's thread: it never waits for a lock and never checkpoints."""
+    writes on the event loop's thread: it never waits for a lock. Neither checkpoints by
+    itself: the worker does (see ``SqliteSessionStore._checkpoint``)."""
     path = path.expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
@@ -199,9 +203,9 @@ def _connect(path: Path, *, inline: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA cache_size = -512")  # KiB: the store reads little back
         conn.execute("PRAGMA foreign_keys = ON")
-        if inline:
-            conn.execute("PRAGMA wal_autocheckpoint = 0")
-        else:
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_BYTES:d}")
+        if not inline:
             _migrate(conn)
     except BaseException:
         conn.close()
@@ -447,6 +451,7 @@ class SqliteSessionStore:
         self._last_queued = 0.0
         self._queued_turns: dict[tuple[str, str], int] = {}
         self._pruned = 0
+        self._checkpointing = False  # set by the worker thread while it checkpoints
         self._closed = False
         self._open_turns: set[tuple[str, str]] = set()
 
@@ -527,7 +532,34 @@ class SqliteSessionStore:
 
     def _after_queued(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         self._apply_queued(conn)  # every operation sees every write made before it
-        return fn(conn)
+        try:
+            return fn(conn)
+        finally:
+            try:
+                if os.stat(f"{self.path.expanduser()}-wal").st_size > WAL_BYTES:
+                    self._checkpoint(conn)  # a large write grew it
+            except Exception:  # the WAL only grows until the next checkpoint
+                log.exception("WAL checkpoint failed")
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        """Checkpoint the WAL on the worker thread, and be the first to write after it.
+
+        The first commit after a complete checkpoint restarts the WAL, and SQLite then syncs
+        the new WAL header to disk (a millisecond or more). A tiny write here takes that
+        sync, so that it is never the event loop's inline connection that waits for it;
+        that connection does not write meanwhile (see ``_queue_inline``).
+        """
+        self._checkpointing = True
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+            def rewrite_version() -> None:  # the same value: any write would do
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                conn.execute(f"PRAGMA user_version = {version:d}")
+
+            _transaction(conn, rewrite_version, write=True)
+        finally:
+            self._checkpointing = False
 
     # --- queued writes (worker thread; see the module docstring) -------------------------
 
@@ -540,7 +572,7 @@ class SqliteSessionStore:
             return wait
         try:
             self._apply_queued(conn)
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self._checkpoint(conn)
         except Exception:  # they stay queued and durable; tried again later
             log.exception("could not apply the queued writes")
             return 1.0
@@ -855,6 +887,8 @@ class SqliteSessionStore:
         main = self._conn
         if conn is None or worker is None or main is None or worker.pending:
             return False
+        if self._checkpointing:
+            return False  # the worker is to write first after the checkpoint
         key = (session_id, turn_id)
         if begun is None:
             if key not in self._open_turns:
@@ -899,7 +933,7 @@ class SqliteSessionStore:
         elif waiting % APPLY_AT == 0:
             worker.post(lambda: self._apply_queued(main))
         if self._queued % CHECKPOINT_EVERY == 0:
-            worker.post(lambda: main.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall())
+            worker.post(lambda: self._checkpoint(main))
         return True
 
     async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:

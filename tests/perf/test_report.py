@@ -1,8 +1,8 @@
-"""The benchmark report's spread section: ranges and round-by-round ratios."""
+"""The benchmark report: the spread section (ranges and round-by-round ratios) and the floors."""
 
 from __future__ import annotations
 
-from benchmarks.driver import AgentResult, AgentSpec, spread
+from benchmarks.driver import QUICK, AgentResult, AgentSpec, render, spread
 
 
 def result(name: str, **values: list[float]) -> AgentResult:
@@ -34,3 +34,11 @@ def test_no_ratios_when_a_round_is_missing() -> None:
     sdk = result("sdk", s2_median=[400.0, 300.0, 250.0])
     s2 = next(line for line in spread([ours, sdk], sdk) if line.startswith("| S2 "))
     assert "| 200 to 300 | 250 to 400 |" in s2
+
+
+def test_the_durable_floor_line_compares_it_with_the_floor() -> None:
+    floor = result("floor", s2_median=[100.0, 120.0])
+    durable = result("floor-sqlite", s2_median=[150.0, 180.0])
+    report = render([floor, durable], QUICK, 1.0, smoke=False, command="x")
+    assert "takes 165 µs per S2 turn, 1.50x the floor's 110 µs" in report
+    assert "Durable floor" not in render([floor], QUICK, 1.0, smoke=False, command="x")

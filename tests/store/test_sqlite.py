@@ -477,3 +477,38 @@ async def test_a_queued_write_that_cannot_be_applied_is_dropped_and_the_rest_app
         assert turn.updates == ({"p": 1},)
         assert queued_rows(db) == 0
     assert "dropped a queued write to turn t of gone" in caplog.text
+
+
+def wal_restarts(db: Path) -> bytes:
+    """The WAL header's checkpoint sequence number and salts: they change on each restart."""
+    with open(f"{db}-wal", "rb") as wal:
+        return wal.read(24)[12:24]
+
+
+async def test_after_a_checkpoint_the_worker_writes_first(queue_db: Path) -> None:
+    # The first commit after a complete checkpoint restarts the WAL and syncs its header to
+    # disk; the worker takes that write, so the next inline write does not wait for a sync.
+    db = queue_db
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.write_turn("s", "t0", begin=[{"p": 0}], end="end_turn")
+        await store.get("s")  # applied
+        before = wal_restarts(db)
+        await store._run(store._checkpoint)
+        assert wal_restarts(db) != before  # restarted by the worker, before any inline write
+        assert not store._checkpointing
+        await store.write_turn("s", "t1", begin=[{"p": 1}], end="end_turn")
+        assert queued_rows(db) == 1  # inline again
+        assert [t.turn_id for t in await store.load_history("s")] == ["t0", "t1"]
+
+
+async def test_a_large_write_is_checkpointed_after_it(tmp_path: Path) -> None:
+    db = tmp_path / "big.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        big = {"text": "x" * (2 * sqlite_store.WAL_BYTES)}
+        await store.write_turn("s", "t", begin=[big], end="end_turn")
+        # Checkpointed and cut back to the limit when the WAL restarted.
+        assert (await anyio.Path(f"{db}-wal").stat()).st_size <= sqlite_store.WAL_BYTES
+        [turn] = await store.load_history("s")
+        assert turn.updates == (big,)
