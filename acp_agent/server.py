@@ -62,7 +62,14 @@ from .session import (
     check_additional_directories,
     sanitize,
 )
-from .store import JsonText, MemorySessionStore, PackedJson, SessionRecord, SessionStore
+from .store import (
+    ImmediateTurnWrites,
+    JsonText,
+    MemorySessionStore,
+    PackedJson,
+    SessionRecord,
+    SessionStore,
+)
 from .transport import Transport
 
 if TYPE_CHECKING:
@@ -169,6 +176,7 @@ class _Persister:
         self._progress = anyio.Event()
         self._busy = False  # a write_turn is in progress
         self.failed: BaseException | None = None
+        self._write_now = store.write_turn_now if isinstance(store, ImmediateTurnWrites) else None
 
     def sink_for(self, session_id: str) -> _SessionSink:
         return _SessionSink(self, session_id)
@@ -238,6 +246,31 @@ class _Persister:
         if self.failed is not None:
             raise InternalError("the session store failed; see the agent's log")
 
+    def sync_now(self) -> bool:
+        """Make everything queued durable here and now, if the store can do that without
+        waiting (see ``ImmediateTurnWrites``): True when done, False when ``sync`` is
+        needed for the rest. Raises like ``sync`` when the store has failed."""
+        write_now = self._write_now
+        while self._batches and write_now is not None and not self._busy:
+            batch = self._batches[0]
+            try:
+                written = write_now(
+                    batch.session_id,
+                    batch.turn_id,
+                    begin=batch.begin,
+                    updates=batch.updates,
+                    end=batch.end,
+                )
+            except Exception as exc:
+                self._failed(batch, exc)
+                written = True
+            if not written:
+                break
+            self._written(batch)
+        if self.failed is not None:
+            raise InternalError("the session store failed; see the agent's log")
+        return self._done == self._queued
+
     async def run(self) -> None:
         """Write batches in the background (long turns stream to the store as they go)."""
         self._soon = soon()
@@ -260,16 +293,24 @@ class _Persister:
                 updates=batch.updates,
                 end=batch.end,
             )
-        except Exception as exc:  # the store is broken: fail the turns that wait on it
-            log.exception("session store write failed for %s", batch.session_id)
-            self.failed = exc
+        except Exception as exc:
+            self._failed(batch, exc)
         finally:
             self._busy = False
-            self._batches.popleft()
-            self._done += batch.count
-            self._progress.set()
-            if self._batches:
-                self._wake.set()
+            self._written(batch)
+
+    def _failed(self, batch: _Batch, exc: Exception) -> None:
+        # The store is broken: fail the turns that wait on it.
+        log.error("session store write failed for %s", batch.session_id, exc_info=exc)
+        self.failed = exc
+
+    def _written(self, batch: _Batch) -> None:
+        batch.sealed = True
+        self._batches.popleft()
+        self._done += batch.count
+        self._progress.set()
+        if self._batches:
+            self._wake.set()
 
 
 @dataclass(slots=True)
@@ -373,7 +414,10 @@ class AcpServer:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_GRACE):
                     for session in list(self.sessions.values()):
                         await self._shutdown_session(session, CancelReason.SHUTDOWN)
-                    await self._persister.sync()
+                    try:
+                        await self._persister.sync()
+                    except InternalError:  # logged when it failed; the turns were told
+                        log.warning("the session store failed earlier: history was not saved")
                 tg.cancel_scope.cancel()
 
     # ------------------------------------------------------------------ helpers
@@ -983,17 +1027,20 @@ class AcpServer:
             error = InternalError("The agent failed while handling the prompt")
         finally:
             final = "cancelled" if turn.cancelled else (stop if error is None else None)
-            with anyio.CancelScope(shield=True):
-                if final is not None:
-                    handle.commit(final)
-                    self._persister.end(session.session_id, turn.turn_id, final)
-                else:
-                    handle.abandon()
-                    self._persister.end(session.session_id, turn.turn_id, "end_turn")
-                try:
-                    await self._persister.sync()
-                finally:
-                    turn.finish(final)
+            if final is not None:
+                handle.commit(final)
+                self._persister.end(session.session_id, turn.turn_id, final)
+            else:
+                handle.abandon()
+                self._persister.end(session.session_id, turn.turn_id, "end_turn")
+            try:
+                # Durable before the answer: at once when the store can (no await, so
+                # nothing to shield), else waited for, shielded from this task's cancel.
+                if not self._persister.sync_now():
+                    with anyio.CancelScope(shield=True):
+                        await self._persister.sync()
+            finally:
+                turn.finish(final)
         if final is None:
             raise error if error is not None else InternalError("The turn ended without a result")
         return {"stopReason": final}

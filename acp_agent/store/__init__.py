@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from acp_agent.store.base import (
     UNSET,
     HistoryItem,
+    ImmediateTurnWrites,
     JsonText,
     PackedJson,
     SessionRecord,
@@ -28,6 +29,7 @@ __all__ = [
     "DB_ENV_VAR",
     "UNSET",
     "HistoryItem",
+    "ImmediateTurnWrites",
     "JsonText",
     "LazyStore",
     "MemorySessionStore",

@@ -38,7 +38,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 import orjson
 
@@ -233,6 +233,31 @@ class SessionStore(Protocol):
 
     async def aclose(self) -> None:
         """Release the store's resources. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class ImmediateTurnWrites(Protocol):
+    """What a store may add to :class:`SessionStore`: a turn write made at once, if it can.
+
+    The server's end of a turn calls it first, so that a short turn is durable without
+    any wait (and without the shielded wait it would otherwise need); a store without
+    it, or one that answers ``False``, is simply awaited.
+    """
+
+    def write_turn_now(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[HistoryItem] | None = None,
+        updates: Sequence[HistoryItem] = (),
+        end: str | None = None,
+    ) -> bool:
+        """``write_turn``, done and durable before this returns, if that needs no waiting
+        (no lock, no I/O to wait for); ``False``, with nothing written, otherwise: the
+        caller then awaits ``write_turn``, which also reports any error the store could
+        not decide at once. May raise what ``write_turn`` raises."""
         ...
 
 

@@ -16,6 +16,7 @@ import anyio
 from acp_agent.store.base import (
     UNSET,
     HistoryItem,
+    ImmediateTurnWrites,
     SessionRecord,
     SessionStore,
     TurnRecord,
@@ -101,6 +102,20 @@ class LazyStore:
         await (await self._get()).write_turn(
             session_id, turn_id, begin=begin, updates=updates, end=end
         )
+
+    def write_turn_now(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[HistoryItem] | None = None,
+        updates: Sequence[HistoryItem] = (),
+        end: str | None = None,
+    ) -> bool:
+        store = self._store
+        if store is None or not isinstance(store, ImmediateTurnWrites):
+            return False
+        return store.write_turn_now(session_id, turn_id, begin=begin, updates=updates, end=end)
 
     async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
         return await (await self._get()).load_history(session_id)

@@ -238,6 +238,31 @@ class MemorySessionStore:
         # a pass of the event loop would delay (and split the turn's last frames into two
         # writes). Everything below is synchronous.
         await anyio.lowlevel.checkpoint_if_cancelled()
+        self._write(session_id, turn_id, begun, bodies, end)
+
+    def write_turn_now(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[HistoryItem] | None = None,
+        updates: Sequence[HistoryItem] = (),
+        end: str | None = None,
+    ) -> bool:
+        """``write_turn`` without a checkpoint: this store never waits (see
+        ``ImmediateTurnWrites``)."""
+        begun = [_body(u) for u in begin] if begin is not None else None
+        self._write(session_id, turn_id, begun, [_body(u) for u in updates], end)
+        return True
+
+    def _write(
+        self,
+        session_id: str,
+        turn_id: str,
+        begun: builtins.list[str | PackedJson] | None,
+        bodies: builtins.list[str | PackedJson],
+        end: str | None,
+    ) -> None:
         if self._closed:
             raise anyio.ClosedResourceError
         session = self._session(session_id)

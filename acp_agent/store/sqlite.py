@@ -846,6 +846,20 @@ class SqliteSessionStore:
         if not self._queue_inline(session_id, turn_id, begun, bodies, end):
             await self._run(run)
 
+    def write_turn_now(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[HistoryItem] | None = None,
+        updates: Sequence[HistoryItem] = (),
+        end: str | None = None,
+    ) -> bool:
+        """A small ``write_turn`` queued at once (see ``ImmediateTurnWrites``); ``False``
+        when it must go to the worker thread."""
+        begun = [_body(u) for u in begin] if begin is not None else None
+        return self._queue_inline(session_id, turn_id, begun, [_body(u) for u in updates], end)
+
     def _write_sync(
         self,
         conn: sqlite3.Connection,

@@ -14,7 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_agent.errors import IllegalTransition, InvalidParams, ResourceNotFound
-from acp_agent.store import PackedJson, SessionRecord, SessionStore, TurnRecord
+from acp_agent.store import (
+    ImmediateTurnWrites,
+    PackedJson,
+    SessionRecord,
+    SessionStore,
+    TurnRecord,
+)
 
 from .conftest import MakeStore
 
@@ -396,6 +402,27 @@ async def test_turn_activity_bumps_updated_at(store: SessionStore) -> None:
     assert after is not None
     assert after.updated_at > before.updated_at
     assert after.created_at == before.created_at
+
+
+async def test_an_immediate_turn_write_is_the_same_write(store: SessionStore) -> None:
+    assert isinstance(store, ImmediateTurnWrites)
+    await store.create(SessionRecord("s", cwd="/"))
+    prompt = chunk("p", "user_message_chunk")
+    assert store.write_turn_now("s", "t", begin=[prompt], updates=[chunk("a")], end="end_turn")
+    assert store.write_turn_now("s", "u", begin=[prompt])
+    assert store.write_turn_now("s", "u", updates=[chunk("b")], end="cancelled")
+    # What it cannot decide at once, write_turn decides: it is refused either way.
+    try:
+        written = store.write_turn_now("s", "u", begin=[])
+    except IllegalTransition:
+        written = False
+    assert not written
+    with pytest.raises(IllegalTransition, match="ended"):
+        await store.write_turn("s", "u", begin=[])
+    assert await store.load_history("s") == [
+        TurnRecord("t", 0, (prompt, chunk("a")), "end_turn", False),
+        TurnRecord("u", 1, (prompt, chunk("b")), "cancelled", False),
+    ]
 
 
 async def test_unknown_session_is_resource_not_found_naming_it(store: SessionStore) -> None:
