@@ -89,9 +89,8 @@ BUSY_TIMEOUT_MS: Final = 5000
 _SQLITE_BUSY: Final = 5  # primary result codes (sqlite3 names them only from 3.11)
 _SQLITE_LOCKED: Final = 6
 INLINE_CHARS: Final = 32 * 1024  # a turn write up to this size may be queued on the caller's thread
-CHECKPOINT_EVERY: Final = 128  # queued commits between background WAL checkpoints
 WAL_BYTES: Final = 4 << 20  # a WAL file larger than this is checkpointed (and cut back to it)
-APPLY_AT: Final = 1024  # queued rows that make the worker apply them at once
+APPLY_AT: Final = 1024  # queued rows that make the worker apply them (and checkpoint) at once
 APPLY_IDLE: Final = 0.05  # seconds without a queued write after which the worker applies them
 APPLY_BATCH: Final = 256  # rows applied per transaction
 
@@ -571,12 +570,15 @@ class SqliteSessionStore:
         if wait > 0:
             return wait
         try:
-            self._apply_queued(conn)
-            self._checkpoint(conn)
+            self._flush(conn)
         except Exception:  # they stay queued and durable; tried again later
             log.exception("could not apply the queued writes")
             return 1.0
         return None
+
+    def _flush(self, conn: sqlite3.Connection) -> None:
+        self._apply_queued(conn)
+        self._checkpoint(conn)
 
     def _apply_queued(self, conn: sqlite3.Connection) -> None:
         """Apply every queued row, in order, ``APPLY_BATCH`` per transaction."""
@@ -945,9 +947,9 @@ class SqliteSessionStore:
         if waiting == 1:
             worker.tick()  # the worker starts waiting for the quiet that applies it
         elif waiting % APPLY_AT == 0:
-            worker.post(lambda: self._apply_queued(main))
-        if self._queued % CHECKPOINT_EVERY == 0:
-            worker.post(lambda: self._checkpoint(main))
+            # A long burst: one pause of the inline path (the worker holds the write lock,
+            # then checkpoints) per APPLY_AT writes, for both jobs at once.
+            worker.post(lambda: self._flush(main))
         return True
 
     async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
