@@ -30,6 +30,7 @@ class LazyStore:
     def __init__(self, opener: Callable[[], Awaitable[SessionStore]]) -> None:
         self._opener = opener
         self._store: SessionStore | None = None
+        self._write_now: Callable[..., bool] | None = None
         self._lock = anyio.Lock()
         self._closed = False
 
@@ -39,7 +40,9 @@ class LazyStore:
                 if self._closed:
                     raise anyio.ClosedResourceError
                 if self._store is None:
-                    self._store = await self._opener()
+                    store = self._store = await self._opener()
+                    if isinstance(store, ImmediateTurnWrites):  # a slow check: once
+                        self._write_now = store.write_turn_now
         return self._store
 
     async def create(self, record: SessionRecord) -> SessionRecord:
@@ -112,10 +115,10 @@ class LazyStore:
         updates: Sequence[HistoryItem] = (),
         end: str | None = None,
     ) -> bool:
-        store = self._store
-        if store is None or not isinstance(store, ImmediateTurnWrites):
+        write_now = self._write_now
+        if write_now is None:
             return False
-        return store.write_turn_now(session_id, turn_id, begin=begin, updates=updates, end=end)
+        return write_now(session_id, turn_id, begin=begin, updates=updates, end=end)
 
     async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
         return await (await self._get()).load_history(session_id)

@@ -9,8 +9,8 @@ operations are serialised. An operation that has reached its thread always runs 
 One exception keeps a short turn cheap: a small ``write_turn`` runs on the caller's thread, on
 a second connection that never waits (its ``busy_timeout`` is 0 and it never checkpoints), as
 one ``INSERT`` into the ``queued_writes`` table: a row appended at the end of one small table is
-the cheapest commit SQLite has (a third of the pages of the write itself, which touches the
-turn's table, its indexes and the session's recency). The same insert checks what the write
+the cheapest commit SQLite has (one page, where the write itself touches about six: the turn's
+table, its indexes and the session's recency). The same insert checks what the write
 would check (the session exists; a new turn's id is unused), so the caller still gets the same
 errors. The worker thread applies queued rows to the real tables, in their order, in batches:
 before any other operation of this store (so every read sees every write made before it), once
@@ -59,6 +59,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from acp_agent._loop import threadsafe_soon
+from acp_agent.errors import IllegalTransition, ResourceNotFound
 from acp_agent.store.base import (
     UNSET,
     Clock,
@@ -451,6 +452,7 @@ class SqliteSessionStore:
         self._queued_turns: dict[tuple[str, str], int] = {}
         self._pruned = 0
         self._checkpointing = False  # set by the worker thread while it checkpoints
+        self._retry = 0.0  # seconds before the worker tries a failed apply again
         self._closed = False
         self._open_turns: set[tuple[str, str]] = set()
 
@@ -571,9 +573,12 @@ class SqliteSessionStore:
             return wait
         try:
             self._flush(conn)
-        except Exception:  # they stay queued and durable; tried again later
-            log.exception("could not apply the queued writes")
-            return 1.0
+        except Exception:  # they stay queued and durable; tried again, less and less often
+            self._retry = min(2 * self._retry, 60.0) if self._retry else 1.0
+            log.exception("could not apply the queued writes; next try in %g s", self._retry)
+            self._last_queued = time.monotonic() + self._retry - APPLY_IDLE
+            return self._retry
+        self._retry = 0.0
         return None
 
     def _flush(self, conn: sqlite3.Connection) -> None:
@@ -601,7 +606,10 @@ class SqliteSessionStore:
                     self._write_sync(conn, session_id, turn_id, items, [], stop_reason, at)
                 else:
                     self._write_sync(conn, session_id, turn_id, None, items, stop_reason, at)
-            except Exception as exc:  # another process deleted the session meanwhile
+            except (ResourceNotFound, IllegalTransition, sqlite3.IntegrityError) as exc:
+                # Another process deleted the session meanwhile (or reused a turn id): this
+                # write can never apply. Anything else (I/O, a full disk) rolls the batch
+                # back and leaves it queued.
                 conn.execute("ROLLBACK TO queued")
                 log.warning("dropped a queued write to turn %s of %s: %s", turn_id, session_id, exc)
             conn.execute("RELEASE queued")

@@ -515,3 +515,28 @@ async def test_a_large_write_is_checkpointed_after_it(tmp_path: Path) -> None:
         assert (await anyio.Path(f"{db}-wal").stat()).st_size <= sqlite_store.WAL_BYTES
         [turn] = await store.load_history("s")
         assert turn.updates == (big,)
+
+
+async def test_a_failure_while_applying_leaves_the_writes_queued(
+    queue_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = queue_db
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.write_turn("s", "t0", begin=[{"p": 0}], end="end_turn")
+        await store.write_turn("s", "t1", begin=[{"p": 1}], end="end_turn")
+        write = store._write_sync
+        failures = [sqlite3.OperationalError("disk I/O error")]
+
+        def flaky(*args: Any) -> None:
+            if failures:
+                raise failures.pop()
+            write(*args)
+
+        monkeypatch.setattr(store, "_write_sync", flaky)
+        with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+            await store.get("s")
+        assert queued_rows(db) == 2  # nothing dropped, nothing half-applied
+        assert raw(db, "SELECT count(*) FROM turns") == [(0,)]
+        assert [t.turn_id for t in await store.load_history("s")] == ["t0", "t1"]
+        assert queued_rows(db) == 0
