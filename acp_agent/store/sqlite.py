@@ -295,6 +295,15 @@ _QUEUE_NEW_TURN: Final = (
     "AND NOT EXISTS (SELECT 1 FROM turns WHERE session_id = ?1 AND turn_id = ?2)"
 )
 
+# A queued new turn applied: its row, as ``_begin_sync`` writes it.
+_APPLY_NEW_TURN: Final = (
+    "INSERT INTO turns (session_id, turn_id, seq, started_at, stop_reason, ended_at, body) "
+    "VALUES (?1, ?2, (SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?1), "
+    "?3, ?4, CASE WHEN ?4 IS NULL THEN NULL ELSE ?3 END, ?5)"
+)
+#: a ``queued_writes`` row: id, session_id, turn_id, at, begins, stop_reason, body
+_Queued = tuple[int, str, str, str, int, str | None, str | None]
+
 _INSERT_ROW: Final = "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)"
 
 
@@ -593,28 +602,66 @@ class SqliteSessionStore:
         self._applied = seen
 
     def _apply_batch(self, conn: sqlite3.Connection) -> None:
-        rows = conn.execute(
+        rows: builtins.list[_Queued] = conn.execute(
             "SELECT id, session_id, turn_id, at, begins, stop_reason, body FROM queued_writes "
             "ORDER BY id LIMIT ?",
             (APPLY_BATCH,),
         ).fetchall()
-        for _, session_id, turn_id, at, begins, stop_reason, body in rows:
-            items: builtins.list[Body] = [] if body is None else body.split("\n")
-            conn.execute("SAVEPOINT queued")
-            try:
-                if begins:
-                    self._write_sync(conn, session_id, turn_id, items, [], stop_reason, at)
-                else:
-                    self._write_sync(conn, session_id, turn_id, None, items, stop_reason, at)
-            except (ResourceNotFound, IllegalTransition, sqlite3.IntegrityError) as exc:
-                # Another process deleted the session meanwhile (or reused a turn id): this
-                # write can never apply. Anything else (I/O, a full disk) rolls the batch
-                # back and leaves it queued.
-                conn.execute("ROLLBACK TO queued")
-                log.warning("dropped a queued write to turn %s of %s: %s", turn_id, session_id, exc)
-            conn.execute("RELEASE queued")
+        start = 0
+        while start < len(rows):
+            # A run of new turns (the common row: a whole short turn) in a few statements;
+            # any other row on its own, in order.
+            end = start
+            while end < len(rows) and rows[end][4]:
+                end += 1
+            if end > start:
+                self._apply_new_turns(conn, rows[start:end])
+                start = end
+            else:
+                self._apply_one(conn, rows[start])
+                start += 1
         if rows:
             conn.execute("DELETE FROM queued_writes WHERE id <= ?", (rows[-1][0],))
+
+    def _apply_new_turns(self, conn: sqlite3.Connection, rows: Sequence[_Queued]) -> None:
+        """What ``_write_sync`` does for each row, as two ``executemany`` calls (far less
+        Python, so the worker holds the interpreter lock far less). A queued body is at
+        most one ``updates`` row's worth, so it is the turn's ``body`` as it stands."""
+        latest = {row[1]: row[3] for row in rows}  # each session's last activity
+        conn.execute("SAVEPOINT new_turns")
+        try:
+            conn.executemany(
+                _APPLY_NEW_TURN,
+                [(sid, tid, at, stop, body) for _, sid, tid, at, _, stop, body in rows],
+            )
+            conn.executemany(
+                "UPDATE sessions SET updated_at = ? WHERE id = ?",
+                [(at, sid) for sid, at in latest.items()],
+            )
+        except sqlite3.IntegrityError:  # one of them cannot apply: row by row, to drop it
+            conn.execute("ROLLBACK TO new_turns")
+            conn.execute("RELEASE new_turns")
+            for row in rows:
+                self._apply_one(conn, row)
+            return
+        conn.execute("RELEASE new_turns")
+
+    def _apply_one(self, conn: sqlite3.Connection, row: _Queued) -> None:
+        _, session_id, turn_id, at, begins, stop_reason, body = row
+        items: builtins.list[Body] = [] if body is None else [*body.split("\n")]
+        conn.execute("SAVEPOINT queued")
+        try:
+            if begins:
+                self._write_sync(conn, session_id, turn_id, items, [], stop_reason, at)
+            else:
+                self._write_sync(conn, session_id, turn_id, None, items, stop_reason, at)
+        except (ResourceNotFound, IllegalTransition, sqlite3.IntegrityError) as exc:
+            # Another process deleted the session meanwhile (or reused a turn id): this
+            # write can never apply. Anything else (I/O, a full disk) rolls the batch
+            # back and leaves it queued.
+            conn.execute("ROLLBACK TO queued")
+            log.warning("dropped a queued write to turn %s of %s: %s", turn_id, session_id, exc)
+        conn.execute("RELEASE queued")
 
     # --- sessions ------------------------------------------------------------------------
 

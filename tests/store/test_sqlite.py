@@ -525,15 +525,15 @@ async def test_a_failure_while_applying_leaves_the_writes_queued(
         await store.create(SessionRecord("s", cwd="/"))
         await store.write_turn("s", "t0", begin=[{"p": 0}], end="end_turn")
         await store.write_turn("s", "t1", begin=[{"p": 1}], end="end_turn")
-        write = store._write_sync
+        apply = store._apply_new_turns
         failures = [sqlite3.OperationalError("disk I/O error")]
 
         def flaky(*args: Any) -> None:
+            apply(*args)  # the rows are written, then the disk fails
             if failures:
                 raise failures.pop()
-            write(*args)
 
-        monkeypatch.setattr(store, "_write_sync", flaky)
+        monkeypatch.setattr(store, "_apply_new_turns", flaky)
         with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
             await store.get("s")
         assert queued_rows(db) == 2  # nothing dropped, nothing half-applied
