@@ -6,7 +6,7 @@ Run as ``python _child.py MODE DB N``. Modes:
   writes too), end the turn, print ``written``, wait for a line on stdin, then print the parent's
   history as JSON.
 - ``crash``: create session ``crash``, begin a turn, append N updates, print ``ready`` and wait
-  to be killed.
+  to be killed. Its writes stay queued (the worker's apply on quiet is off).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import anyio.to_thread
 import orjson
 
 from acp_agent.store import SessionRecord, SqliteSessionStore
+from acp_agent.store import sqlite as sqlite_store
 
 
 async def share(db: str, n: int) -> None:
@@ -40,6 +41,7 @@ async def share(db: str, n: int) -> None:
 
 
 async def crash(db: str, n: int) -> None:
+    sqlite_store.APPLY_IDLE = 3600.0
     store = await SqliteSessionStore.open(db)
     await store.create(SessionRecord("crash", cwd="/crash", title="dies mid-turn"))
     await store.begin_turn("crash", "t0", [{"sessionUpdate": "user_message_chunk", "n": -1}])

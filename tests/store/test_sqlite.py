@@ -286,6 +286,9 @@ async def test_a_killed_process_loses_nothing_it_appended(tmp_path: Path) -> Non
             os.kill(process.pid, signal.SIGKILL)
             assert await process.wait() == -signal.SIGKILL
 
+    # The turn's writes were still queued (its begin and n / 10 appends); the next
+    # instance applies them when it opens.
+    assert queued_rows(db) == 1 + n // 10
     async with await SqliteSessionStore.open(db) as store:
         record = await store.get("crash")
         assert record is not None
