@@ -6,29 +6,33 @@ It owns the schema, its migrations and every SQL statement. It drives the standa
 operations are serialised. An operation that has reached its thread always runs to completion
 (cancellation waits for it), so a cancelled caller never leaves a transaction half-open.
 
-One exception keeps a short turn cheap: a small ``write_turn`` runs on the caller's thread, on
-a second connection that never waits (its ``busy_timeout`` is 0 and it never checkpoints), as
-one ``INSERT`` into the ``queued_writes`` table: a row appended at the end of one small table is
-the cheapest commit SQLite has (one page, where the write itself touches about six: the turn's
-table, its indexes and the session's recency). The same insert checks what the write
-would check (the session exists; a new turn's id is unused), so the caller still gets the same
-errors. The worker thread applies queued rows to the real tables, in their order, in batches:
-before any other operation of this store (so every read sees every write made before it), once
-the connection has been quiet for ``APPLY_IDLE`` seconds, when ``APPLY_AT`` rows are waiting,
-and when the store closes. Applying a row and deleting it is one transaction, and every
-instance sharing the file applies whatever rows it finds (its own and others'), so a queued
-write is applied exactly once even if the process that queued it was killed. It is tried only
-when the worker has nothing queued (so operations keep their order); if another process holds
-the write lock, the write goes to the worker thread instead. The WAL is checkpointed (the step
-that syncs to disk) only by the worker thread, in the background, which then also makes the
-first commit after it (the one that restarts the WAL, whose header SQLite syncs), so the inline
-connection never waits for a disk sync.
+One exception keeps a short turn cheap: its write is *queued*.
+
+- A small ``write_turn`` runs on the caller's thread, on a second connection that never waits
+  (its ``busy_timeout`` is 0), as one ``INSERT`` into the ``queued_writes`` table. A row
+  appended to one small table is the cheapest commit SQLite has: one page, where the write
+  itself touches about six (the turn's table, its indexes, the session's recency).
+- The insert checks what the write would (the session exists; a new turn's id is unused, in
+  the tables and among this instance's queued turns), so the caller gets the same errors; what
+  it cannot decide at once goes to the worker thread, which applies the queue first and raises
+  the exact error. So does a write while the worker is busy (operations keep their order) or
+  while another process holds the write lock.
+- The worker applies queued rows to the session tables, in order, in batches: before any
+  other operation of this store (every read sees every write made before it), once no write
+  has been queued for ``APPLY_IDLE`` seconds, every ``APPLY_AT`` rows, and at close.
+  Applying a row and deleting it is one transaction, and every instance sharing the file
+  applies whatever rows it finds (its own and others'), so a queued write is applied exactly
+  once, even if the process that queued it was killed.
+- Only the worker checkpoints the WAL (the step that syncs to disk), and it then makes the
+  first commit after the checkpoint itself (the one that restarts the WAL, whose header SQLite
+  syncs), so the caller's thread never waits for a disk sync.
 
 Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction (a
 queued row is one) then survives the death of the process (a killed agent loses nothing that
-a store call returned for); only an operating-system crash or power loss can drop the last few
-commits, never corrupt the file. Each call is one transaction (``BEGIN IMMEDIATE`` for writes), and
-``busy_timeout`` lets several agent processes (two editor windows) share one file.
+a store call returned for); only an operating-system crash or power loss can drop the last
+few commits, never corrupt the file. Each call is one transaction (``BEGIN IMMEDIATE`` for
+writes), and ``busy_timeout`` lets several agent processes (two editor windows) share one
+file.
 
 Schema versions live in ``PRAGMA user_version``; ``_MIGRATIONS`` lists the steps, applied in
 order inside one transaction when a store opens. A file newer than this code is refused.
