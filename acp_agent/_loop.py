@@ -1,4 +1,8 @@
-"""Scheduling plain callbacks on the running event loop, whichever backend runs it.
+"""The event loop: which one runs, and plain callbacks on it, whichever backend it is.
+
+``run`` starts a coroutine function on a named backend: ``asyncio`` (the standard library's
+loop), ``uvloop`` (asyncio on libuv, a dependency where it builds: Linux and macOS), ``trio``,
+or ``auto``, the default: uvloop when it is installed, else asyncio.
 
 anyio offers tasks and events; this module owns the two smaller things the hot paths need:
 a callback run on the loop's next pass (no task, no wake-up of one: about a tenth of the
@@ -8,13 +12,38 @@ waiting for it to run. It knows nothing of what the callbacks do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["Soon", "running_asyncio_loop", "soon", "threadsafe_soon"]
+__all__ = ["BACKENDS", "Backend", "Soon", "run", "running_asyncio_loop", "soon", "threadsafe_soon"]
+
+_T = TypeVar("_T")
+
+Backend = Literal["auto", "asyncio", "uvloop", "trio"]
+BACKENDS: Final[tuple[Backend, ...]] = ("auto", "asyncio", "uvloop", "trio")
+
+
+def uvloop_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("uvloop") is not None
+
+
+def run(fn: Callable[[], Awaitable[_T]], *, backend: Backend = "auto") -> _T:
+    """Run ``fn`` to completion on ``backend`` (see the module docstring)."""
+    import anyio
+
+    if backend == "auto":
+        backend = "uvloop" if uvloop_installed() else "asyncio"
+    if backend == "uvloop":
+        if not uvloop_installed():
+            raise RuntimeError("the uvloop backend needs the uvloop package")
+        return anyio.run(fn, backend="asyncio", backend_options={"use_uvloop": True})
+    return anyio.run(fn, backend=backend)
+
 
 #: schedules a synchronous callback to run on the event loop's thread
 Soon = Callable[[Callable[[], object]], object]

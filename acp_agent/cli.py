@@ -19,6 +19,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from ._loop import BACKENDS
+
 EXIT_USAGE = 2
 
 SUBCOMMANDS = ("chat", "demo", "conformance")
@@ -117,9 +119,10 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--backend",
-        default=_env("backend") or "asyncio",
-        choices=["asyncio", "trio"],
-        help="the event loop to run on (default asyncio) [env ACP_AGENT_BACKEND]",
+        default=_env("backend") or "auto",
+        choices=BACKENDS,
+        help="the event loop to run on: auto (uvloop where installed, else asyncio; the "
+        "default), asyncio, uvloop or trio [env ACP_AGENT_BACKEND]",
     )
     parser.add_argument(
         "--dispatcher",

@@ -14,18 +14,17 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
+from ._loop import Backend, run
 from .agent import Agent
 from .server import AcpServer, BusyPolicy
 from .store import LazyStore, SessionStore, open_store
 from .transport import StdioTransport, reserve_stdout
 
 log = logging.getLogger("acp_agent.runner")
-
-Backend = Literal["asyncio", "trio"]
 
 
 async def _watch_signals(on_signal: Callable[[], None]) -> None:
@@ -81,11 +80,11 @@ async def serve_stdio(
                 await the_store.aclose()
 
 
-def run_agent(agent: Agent, *, backend: Backend = "asyncio", **options: Any) -> int:
+def run_agent(agent: Agent, *, backend: Backend = "auto", **options: Any) -> int:
     """Serve ``agent`` over this process's stdin/stdout; returns the exit code (0)."""
     reservation = reserve_stdout()
     try:
-        anyio.run(lambda: serve_stdio(agent, write_fd=reservation.fd, **options), backend=backend)
+        run(lambda: serve_stdio(agent, write_fd=reservation.fd, **options), backend=backend)
     finally:
         reservation.restore()
     return 0

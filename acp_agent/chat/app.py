@@ -30,6 +30,7 @@ import anyio
 from rich.console import Console
 from rich.text import Text
 
+from acp_agent._loop import Backend, run
 from acp_agent.errors import AcpError, ConnectionClosed, RequestError
 
 from .client import AcpClient, default_agent_command, open_client
@@ -277,7 +278,7 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def main(argv: Sequence[str], *, backend: str = "asyncio") -> int:
+def main(argv: Sequence[str], *, backend: Backend = "auto") -> int:
     own, command = split_command(argv)
     args = build_parser().parse_args(own)
     cwd = os.path.realpath(args.cwd)
@@ -289,7 +290,7 @@ def main(argv: Sequence[str], *, backend: str = "asyncio") -> int:
         command or default_agent_command(), cwd, approve=approve, console=Console(highlight=False)
     )
     try:
-        return int(anyio.run(app.run, backend=backend))
+        return int(run(app.run, backend=backend))
     except AcpError as exc:
         print(f"acp-agent chat: {exc}", file=sys.stderr)
         return 1

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
+from acp_agent._loop import Backend, run
 from acp_agent.errors import AcpError, RequestError
 
 from .app import split_command
@@ -309,7 +310,7 @@ async def run_demo(
     return 0 if demo.passed == total else 1
 
 
-def main(argv: Sequence[str], *, backend: str = "asyncio") -> int:
+def main(argv: Sequence[str], *, backend: Backend = "auto") -> int:
     own, command = split_command(argv)
     parser = argparse.ArgumentParser(
         prog="acp-agent demo",
@@ -330,9 +331,8 @@ def main(argv: Sequence[str], *, backend: str = "asyncio") -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="acp-agent-demo-") as tmp:
             root = Path(os.path.realpath(tmp))
-            return int(
-                anyio.run(run_demo, command, console, root, args.step_timeout, backend=backend)
-            )
+            demo = functools.partial(run_demo, command, console, root, args.step_timeout)
+            return int(run(demo, backend=backend))
     except AcpError as exc:
         console.print(Text(f"demo: the agent failed: {exc}", style="bold red"))
         console.print(Text("demo: 0 steps passed", style="bold red"))

@@ -13,6 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from acp_agent._loop import uvloop_installed
+
 ROOT = Path(__file__).resolve().parents[2]
 
 AGENT = textwrap.dedent(
@@ -102,8 +104,10 @@ class Proc:
         return self.p.returncode, rest, err
 
 
-@pytest.fixture(params=["asyncio", "trio"])
+@pytest.fixture(params=["asyncio", "uvloop", "trio"])
 def proc(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+    if request.param == "uvloop" and not uvloop_installed():
+        pytest.skip("uvloop is not installed")
     p = Proc(tmp_path, request.param)
     yield p
     if p.p.poll() is None:
