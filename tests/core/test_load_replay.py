@@ -34,7 +34,7 @@ COMMANDS: list[Command] = [{"name": "echo", "description": "Echo"}]
 
 @pytest.fixture(params=["memory", "sqlite"])
 async def store(
-    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
+    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: object
 ) -> AsyncIterator[SessionStore]:
     opened: SessionStore
     if request.param == "memory":

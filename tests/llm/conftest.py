@@ -1,4 +1,4 @@
-"""The LLM agent tests: asyncio and trio (via the root ``anyio_backend`` fixture)."""
+"""The LLM agent tests, on every backend (via the root ``anyio_backend`` fixture)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ MakeStore = Callable[..., Awaitable[SessionStore]]
 
 @pytest.fixture(params=["memory", "sqlite"])
 async def make_store(
-    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: str
+    request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: object
 ) -> AsyncIterator[MakeStore]:
     """A factory of stores of one kind; every store it made is closed after the test."""
     opened: list[SessionStore] = []

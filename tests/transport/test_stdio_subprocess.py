@@ -47,18 +47,19 @@ async def main() -> None:
                     await transport.send(line + b"\n")
     print("restored")
 
-anyio.run(main, backend=sys.argv[1])
+from acp_agent._loop import run
+run(main, backend=sys.argv[1])
 """
 
 
-async def test_only_frames_reach_stdout(anyio_backend: str) -> None:
+async def test_only_frames_reach_stdout(backend_name: str) -> None:
     frames = [b'{"jsonrpc":"2.0","id":%d,"method":"echo"}\n' % i for i in range(50)]
     frames.append(b'{"big":"' + b"x" * 300_000 + b'"}\n')  # bigger than a pipe buffer
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     stdout = bytearray()
     stderr = bytearray()
     async with await anyio.open_process(
-        [sys.executable, "-c", CHILD, anyio_backend], env=env, cwd=str(ROOT)
+        [sys.executable, "-c", CHILD, backend_name], env=env, cwd=str(ROOT)
     ) as proc:
         assert proc.stdin is not None
         assert proc.stdout is not None
