@@ -1,4 +1,4 @@
-"""The event loop: which one runs, and plain callbacks on it, whichever backend it is.
+"""The event loop: which one runs, and plain callbacks on it, whichever it is.
 
 ``run`` starts a coroutine function on a named backend: ``asyncio`` (the standard library's
 loop), ``uvloop`` (asyncio on libuv, a dependency where it builds: Linux and macOS), ``trio``,
@@ -36,12 +36,12 @@ def run(fn: Callable[[], Awaitable[_T]], *, backend: Backend = "auto") -> _T:
     """Run ``fn`` to completion on ``backend`` (see the module docstring)."""
     import anyio
 
-    if backend == "auto":
-        backend = "uvloop" if uvloop_installed() else "asyncio"
-    if backend == "uvloop":
-        if not uvloop_installed():
+    if backend in ("auto", "uvloop"):
+        if uvloop_installed():
+            return anyio.run(fn, backend="asyncio", backend_options={"use_uvloop": True})
+        if backend == "uvloop":
             raise RuntimeError("the uvloop backend needs the uvloop package")
-        return anyio.run(fn, backend="asyncio", backend_options={"use_uvloop": True})
+        backend = "asyncio"
     return anyio.run(fn, backend=backend)
 
 

@@ -197,7 +197,7 @@ class _Persister:
             self._wake.set()
         elif not self._check_scheduled:
             # The writer task is woken on the loop's next pass only if the batch is still
-            # waiting then: a short turn has written it itself by then (see sync).
+            # waiting then: a short turn has written it itself by then (see sync_now).
             self._check_scheduled = True
             self._soon(self._check)
         return batch

@@ -190,37 +190,18 @@ class MemorySessionStore:
     async def begin_turn(
         self, session_id: str, turn_id: str, prompt_updates: Sequence[dict[str, Any]]
     ) -> None:
-        bodies = [_body(u) for u in prompt_updates]
         await self._enter()
-        session = self._session(session_id)
-        existing = session.turns.get(turn_id)
-        if existing is not None:
-            state = "running" if existing.stop_reason is None else "ended"
-            raise turn_refused(turn_id, state, "begin_turn")
-        session.turns[turn_id] = _Turn(turn_id, len(session.turns), bodies)
-        self._touch(session)
+        self._write(session_id, turn_id, prompt_updates, (), None)
 
     async def append_updates(
         self, session_id: str, turn_id: str, updates: Sequence[HistoryItem]
     ) -> None:
-        bodies = [_body(u) for u in updates]
         await self._enter()
-        session = self._session(session_id)
-        turn = self._turn(session, turn_id)
-        if turn.stop_reason is not None:
-            raise turn_refused(turn_id, "ended", "append_updates")
-        if bodies:
-            turn.bodies.extend(bodies)
-            self._touch(session)
+        self._write(session_id, turn_id, None, updates, None)
 
     async def end_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
         await self._enter()
-        session = self._session(session_id)
-        turn = self._turn(session, turn_id)
-        if turn.stop_reason is not None:
-            raise turn_refused(turn_id, "ended", "end_turn")
-        turn.stop_reason = stop_reason
-        self._touch(session)
+        self._write(session_id, turn_id, None, (), stop_reason)
 
     async def write_turn(
         self,
@@ -232,13 +213,11 @@ class MemorySessionStore:
         end: str | None = None,
     ) -> None:
         """begin, append and end in one step (see ``SessionStore.write_turn``)."""
-        begun = [_body(u) for u in begin] if begin is not None else None
-        bodies = [_body(u) for u in updates]
         # No checkpoint unless cancelled: this runs on a turn's way to its response, which
         # a pass of the event loop would delay (and split the turn's last frames into two
         # writes). Everything below is synchronous.
         await anyio.lowlevel.checkpoint_if_cancelled()
-        self._write(session_id, turn_id, begun, bodies, end)
+        self._write(session_id, turn_id, begin, updates, end)
 
     def write_turn_now(
         self,
@@ -251,18 +230,20 @@ class MemorySessionStore:
     ) -> bool:
         """``write_turn`` without a checkpoint: this store never waits (see
         ``ImmediateTurnWrites``)."""
-        begun = [_body(u) for u in begin] if begin is not None else None
-        self._write(session_id, turn_id, begun, [_body(u) for u in updates], end)
+        self._write(session_id, turn_id, begin, updates, end)
         return True
 
     def _write(
         self,
         session_id: str,
         turn_id: str,
-        begun: builtins.list[str | PackedJson] | None,
-        bodies: builtins.list[str | PackedJson],
+        begin: Sequence[HistoryItem] | None,
+        updates: Sequence[HistoryItem],
         end: str | None,
     ) -> None:
+        # Every turn step of this store, synchronous: begin, append, end, in that order.
+        begun = [_body(u) for u in begin] if begin is not None else None
+        bodies = [_body(u) for u in updates]
         if self._closed:
             raise anyio.ClosedResourceError
         session = self._session(session_id)
@@ -271,7 +252,7 @@ class MemorySessionStore:
             if existing is not None:
                 state = "running" if existing.stop_reason is None else "ended"
                 raise turn_refused(turn_id, state, "begin_turn")
-            session.turns[turn_id] = _Turn(turn_id, len(session.turns), list(begun))
+            session.turns[turn_id] = _Turn(turn_id, len(session.turns), begun)
         turn = self._turn(session, turn_id)
         if bodies or (begun is None and end is None):
             if turn.stop_reason is not None:

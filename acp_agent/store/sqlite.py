@@ -248,10 +248,6 @@ def _body(item: HistoryItem) -> Body:
     return item if isinstance(item, PackedJson) else dump_text(item)
 
 
-def _chars(bodies: Sequence[Body]) -> int:
-    return sum(body.size if isinstance(body, PackedJson) else len(body) for body in bodies)
-
-
 def _pack_rows(bodies: Sequence[Body]) -> builtins.list[Body]:
     """History items grouped into ``updates`` rows: JSON texts joined by newlines.
 
@@ -360,10 +356,6 @@ def _record(row: tuple[Any, ...]) -> SessionRecord:
         config=load_json(config),
         meta=load_json(meta),
     )
-
-
-def _text(value: Any) -> str:
-    return dump_text(value)
 
 
 _TICK: Final = object()  # a job that only wakes the worker
@@ -670,9 +662,9 @@ class SqliteSessionStore:
     # --- sessions ------------------------------------------------------------------------
 
     async def create(self, record: SessionRecord) -> SessionRecord:
-        dirs = _text(list(record.additional_directories))
-        config = _text(dict(record.config))
-        meta = _text(dict(record.meta))
+        dirs = dump_text(list(record.additional_directories))
+        config = dump_text(dict(record.config))
+        meta = dump_text(dict(record.meta))
 
         def run(conn: sqlite3.Connection) -> SessionRecord:
             def body() -> SessionRecord:
@@ -727,13 +719,13 @@ class SqliteSessionStore:
         if not isinstance(mode_id, Unset):
             changes["mode_id"] = mode_id
         if not isinstance(config, Unset):
-            changes["config"] = _text(dict(config))
+            changes["config"] = dump_text(dict(config))
         if not isinstance(meta, Unset):
-            changes["meta"] = _text(dict(meta))
+            changes["meta"] = dump_text(dict(meta))
         if not isinstance(cwd, Unset):
             changes["cwd"] = cwd
         if not isinstance(additional_directories, Unset):
-            changes["additional_directories"] = _text(list(additional_directories))
+            changes["additional_directories"] = dump_text(list(additional_directories))
 
         def run(conn: sqlite3.Connection) -> SessionRecord:
             def body() -> SessionRecord:
