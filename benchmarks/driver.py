@@ -1036,8 +1036,8 @@ def render(
             "",
             f"Durable floor: the floor agent committing each turn to SQLite before answering "
             f"(`floor-sqlite`) takes {fmt_number(durable_turn)} µs per S2 turn, "
-            f"{durable_turn / floor_turn:.2f}x the floor's {fmt_number(floor_turn)} µs: the "
-            "least that a turn durable before its answer costs on this machine.",
+            f"{durable_turn / floor_turn:.2f}x the floor's {fmt_number(floor_turn)} µs: what "
+            "one SQLite commit per turn, before its answer, adds on this machine.",
         ]
     failures = [
         f"- `{r.spec.name}` {scenario}: {reason}"
