@@ -6,33 +6,41 @@ It owns the schema, its migrations and every SQL statement. It drives the standa
 operations are serialised. An operation that has reached its thread always runs to completion
 (cancellation waits for it), so a cancelled caller never leaves a transaction half-open.
 
-One exception keeps a short turn cheap: its write is *queued*.
+One exception keeps a short turn cheap: its write is *journaled*.
 
-- A small ``write_turn`` runs on the caller's thread, on a second connection that never waits
-  (its ``busy_timeout`` is 0), as one ``INSERT`` into the ``queued_writes`` table. A row
-  appended to one small table is the cheapest commit SQLite has: one page, where the write
-  itself touches about six (the turn's table, its indexes, the session's recency).
-- The insert checks what the write would (the session exists; a new turn's id is unused, in
-  the tables and among this instance's queued turns), so the caller gets the same errors; what
-  it cannot decide at once goes to the worker thread, which applies the queue first and raises
-  the exact error. So does a write while the worker is busy (operations keep their order) or
-  while another process holds the write lock.
-- The worker applies queued rows to the session tables, in order, in batches: before any
-  other operation of this store (every read sees every write made before it), once no write
-  has been queued for ``APPLY_IDLE`` seconds, every ``APPLY_AT`` rows, and at close.
-  Applying a row and deleting it is one transaction, and every instance sharing the file
-  applies whatever rows it finds (its own and others'), so a queued write is applied exactly
-  once, even if the process that queued it was killed.
-- Only the worker checkpoints the WAL (the step that syncs to disk), and it then makes the
-  first commit after the checkpoint itself (the one that restarts the WAL, whose header SQLite
-  syncs), so the caller's thread never waits for a disk sync.
+- A small ``write_turn`` runs on the caller's thread as one ``os.write`` of a checksummed
+  record to this instance's journal segment, a file in the ``<database>-queue`` directory
+  beside the database. It touches no SQLite lock, so it never waits, and it costs a few
+  microseconds where the cheapest SQLite commit costs tens.
+- What the write would check is checked from memory: a new turn needs a session this
+  instance created or loaded, whose turn ids it therefore knows, and an id not among them; a
+  write to a running turn needs a turn this instance began. Anything else (and any write
+  while the worker is busy, so operations keep their order) goes to the worker thread, which
+  applies the journals first and raises the exact error.
+- The worker applies journal records to the session tables, in order, in batches: before
+  any other operation of this store (every read sees every write made before it), once no
+  write has been journaled for ``APPLY_IDLE`` seconds, every ``APPLY_AT`` records, and at
+  close. How far each segment has been applied is kept in the database
+  (``journal_progress``), updated in the transaction that applies the records, so every
+  instance sharing the file applies whatever records it finds (its own and other live or
+  dead instances') and each record is applied exactly once, even if the process that wrote
+  it was killed.
+- A segment is locked (``flock``) by its owner for as long as it appends to it; it is
+  created under a temporary name and renamed once locked, so no one sees it unlocked. A
+  segment whose lock can be taken (its owner closed it, moved on to a fresh segment, or
+  died) is deleted once it is wholly applied. A record is found complete by its length and
+  checksum, so a write in progress is read as not there yet; a failed write is cut off
+  (``ftruncate``) before the next, and the torn tail of a killed writer is never followed
+  by another record.
+- Only the worker thread writes to SQLite, so only it ever waits for the disk (a checkpoint,
+  the sync of a restarted WAL's header).
 
-Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction (a
-queued row is one) then survives the death of the process (a killed agent loses nothing that
-a store call returned for); only an operating-system crash or power loss can drop the last
-few commits, never corrupt the file. Each call is one transaction (``BEGIN IMMEDIATE`` for
-writes), and ``busy_timeout`` lets several agent processes (two editor windows) share one
-file.
+Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction,
+like a journal record that ``os.write`` has taken, then survives the death of the process (a
+killed agent loses nothing that a store call returned for); only an operating-system crash or
+power loss can drop the last few writes, never corrupt the file. Each call is one
+transaction (``BEGIN IMMEDIATE`` for writes), and ``busy_timeout`` lets several agent
+processes (two editor windows) share one file.
 
 Schema versions live in ``PRAGMA user_version``; ``_MIGRATIONS`` lists the steps, applied in
 order inside one transaction when a store opens. A file newer than this code is refused.
@@ -50,8 +58,10 @@ import logging
 import os
 import queue
 import sqlite3
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -61,6 +71,7 @@ from typing import Any, Final, TypeVar, cast
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
+import orjson
 
 from acp_agent._loop import threadsafe_soon
 from acp_agent.errors import IllegalTransition, ResourceNotFound
@@ -88,16 +99,23 @@ __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "SchemaVersionError", "SqliteSes
 
 _T = TypeVar("_T")
 
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): every write goes to the worker thread
+    fcntl = None  # type: ignore[assignment]
+
 log = logging.getLogger("acp_agent.store.sqlite")
 
 BUSY_TIMEOUT_MS: Final = 5000
-_SQLITE_BUSY: Final = 5  # primary result codes (sqlite3 names them only from 3.11)
-_SQLITE_LOCKED: Final = 6
-INLINE_CHARS: Final = 32 * 1024  # a turn write up to this size may be queued on the caller's thread
+INLINE_CHARS: Final = (
+    32 * 1024
+)  # a turn write up to this size may be journaled on the caller's thread
 WAL_BYTES: Final = 4 << 20  # a WAL file larger than this is checkpointed (and cut back to it)
-APPLY_AT: Final = 1024  # queued rows that make the worker apply them (and checkpoint) at once
-APPLY_IDLE: Final = 0.05  # seconds without a queued write after which the worker applies them
-APPLY_BATCH: Final = 256  # rows applied per transaction
+APPLY_AT: Final = 1024  # journaled writes that make the worker apply them (and checkpoint) at once
+APPLY_IDLE: Final = 0.05  # seconds without a journaled write after which the worker applies them
+APPLY_BATCH: Final = 256  # rows of the (schema 3) queue table applied per transaction
+SEGMENT_BYTES: Final = 4 << 20  # a journal segment past this size is left for a fresh one
+READ_BYTES: Final = 1 << 20  # journal bytes applied per transaction (a record is far smaller)
 
 _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # 0 -> 1: sessions, turns, updates.
@@ -161,6 +179,17 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         )
         """,
     ),
+    # 3 -> 4: small turn writes go to journal files instead (see the module docstring); how
+    # far each segment is applied. ``queued_writes`` stays: rows a schema-3 process left are
+    # applied as before.
+    (
+        """
+        CREATE TABLE journal_progress (
+            segment TEXT PRIMARY KEY NOT NULL,
+            applied INTEGER NOT NULL
+        ) WITHOUT ROWID
+        """,
+    ),
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -194,35 +223,24 @@ def _migrate(conn: sqlite3.Connection) -> None:
         raise
 
 
-def _connect(path: Path, *, inline: bool = False) -> sqlite3.Connection:
-    """The worker's connection (migrating the file), or with ``inline`` the connection for
-    writes on the event loop's thread: it never waits for a lock. Neither checkpoints by
-    itself: the worker does (see ``SqliteSessionStore._checkpoint``)."""
-    path = path.expanduser()
+def _connect(path: Path) -> sqlite3.Connection:
+    """The worker's connection, the file migrated. It does not checkpoint by itself: the
+    worker does, between jobs (see ``SqliteSessionStore._checkpoint``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {0 if inline else BUSY_TIMEOUT_MS:d}")
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA cache_size = -512")  # KiB: the store reads little back
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA wal_autocheckpoint = 0")
         conn.execute(f"PRAGMA journal_size_limit = {WAL_BYTES:d}")
-        if not inline:
-            _migrate(conn)
+        _migrate(conn)
     except BaseException:
         conn.close()
         raise
     return conn
-
-
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    """Whether ``exc`` says another connection holds a lock we would have to wait for."""
-    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
-    if code is not None:
-        return code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
-    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def _transaction(conn: sqlite3.Connection, fn: Callable[[], _T], *, write: bool) -> _T:
@@ -283,17 +301,71 @@ def _unpack_rows(text: str | bytes) -> builtins.list[Any]:
     return [load_json(line) for line in text.split("\n")]
 
 
-_QUEUE: Final = (
-    "INSERT INTO queued_writes (session_id, turn_id, at, begins, stop_reason, body) "
-    "VALUES (?, ?, ?, 0, ?, ?)"
-)
-# A new turn is queued only if its session exists and no applied turn has its id (the turns
-# this instance queued and the worker has not applied yet are known in memory).
-_QUEUE_NEW_TURN: Final = (
-    "INSERT INTO queued_writes (session_id, turn_id, at, begins, stop_reason, body) "
-    "SELECT ?1, ?2, ?3, 1, ?4, ?5 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1) "
-    "AND NOT EXISTS (SELECT 1 FROM turns WHERE session_id = ?1 AND turn_id = ?2)"
-)
+#: a journaled (or schema-3 queued) write: session_id, turn_id, at, begins, stop_reason, body
+#: (the write's history items, one JSON text per line)
+_Queued = tuple[str, str, str, bool, str | None, str | None]
+
+_HEAD: Final = struct.Struct("<II")  # a journal record: payload length, CRC-32 of the payload
+RECORD_BYTES: Final = READ_BYTES // 2  # the largest record journaled
+
+
+def _encode_record(row: _Queued) -> bytes:
+    payload = orjson.dumps(row)
+    return _HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def _decode_records(data: bytes) -> tuple[builtins.list[_Queued], int]:
+    """The whole records at the start of ``data``, and the bytes they take.
+
+    Reading stops at the first record that is incomplete or fails its checksum: a record
+    being written right now, or the torn tail a failed or killed writer left (a writer cuts
+    off a failed write before its next one, so such a tail is never followed by a record).
+    """
+    rows: builtins.list[_Queued] = []
+    pos = 0
+    size = len(data)
+    view = memoryview(data)
+    while pos + _HEAD.size <= size:
+        length, crc = _HEAD.unpack_from(data, pos)
+        end = pos + _HEAD.size + length
+        if end > size:
+            break
+        payload = view[pos + _HEAD.size : end]
+        if zlib.crc32(payload) != crc:
+            break
+        sid, tid, at, begins, stop_reason, body = orjson.loads(payload)
+        rows.append((sid, tid, at, begins, stop_reason, body))
+        pos = end
+    return rows, pos
+
+
+def _journal_segments(directory: Path) -> builtins.list[str]:
+    """The journal segments in ``directory``, each instance's in the order it wrote them."""
+    try:
+        return sorted(name for name in os.listdir(directory) if name.endswith(".log"))
+    except FileNotFoundError:
+        return []
+
+
+def _create_segment(directory: Path, name: str) -> int:
+    """Create the journal segment ``name``, locked, and return its descriptor (append-only).
+
+    It is made under a temporary name and renamed once locked, so no other instance ever
+    finds it unlocked (and takes it for a dead instance's).
+    """
+    assert fcntl is not None
+    temporary = directory / f"{name}.tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.replace(temporary, directory / name)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return fd
+
 
 # A queued new turn applied: its row, as ``_begin_sync`` writes it.
 _APPLY_NEW_TURN: Final = (
@@ -301,8 +373,6 @@ _APPLY_NEW_TURN: Final = (
     "VALUES (?1, ?2, (SELECT COALESCE(MAX(seq) + 1, 0) FROM turns WHERE session_id = ?1), "
     "?3, ?4, CASE WHEN ?4 IS NULL THEN NULL ELSE ?3 END, ?5)"
 )
-#: a ``queued_writes`` row: id, session_id, turn_id, at, begins, stop_reason, body
-_Queued = tuple[int, str, str, str, int, str | None, str | None]
 
 _INSERT_ROW: Final = "INSERT INTO updates (session_id, turn_id, idx, body) VALUES (?, ?, ?, ?)"
 
@@ -447,19 +517,27 @@ class SqliteSessionStore:
         self._lock = anyio.Lock()
         self._worker: _Worker | None = None
         self._conn: sqlite3.Connection | None = None
-        self._inline: sqlite3.Connection | None = None  # see the module docstring
-        # Queued writes: the count queued by this instance (event loop thread), the count the
-        # worker had seen when it last applied them all (worker thread), the last one's time,
-        # and the turns begun by queued writes, each with its place in that count.
+        # This instance's journal segment (see the module docstring), appended to on the event
+        # loop's thread only: its descriptor, name and size.
+        self._journal_dir = Path(f"{self.path.expanduser()}-queue")
+        self._instance = os.urandom(6).hex()
+        self._segment_count = 0
+        self._segment_fd: int | None = None
+        self._segment = ""
+        self._segment_size = 0
+        # Journaled writes: the count written by this instance (event loop thread), the count
+        # the worker had seen when it last applied them all (worker thread), the last one's
+        # time; and how far the worker last found each segment applied.
         self._queued = 0
         self._applied = 0
         self._last_queued = 0.0
-        self._queued_turns: dict[tuple[str, str], int] = {}
-        self._pruned = 0
-        self._checkpointing = False  # set by the worker thread while it checkpoints
+        self._progress: dict[str, int] = {}
         self._retry = 0.0  # seconds before the worker tries a failed apply again
         self._closed = False
         self._open_turns: set[tuple[str, str]] = set()
+        #: the turn ids of each session this instance created or loaded (event loop thread):
+        #: what lets a new turn be journaled without asking the database
+        self._known: dict[str, set[str]] = {}
 
     @classmethod
     async def open(
@@ -477,18 +555,35 @@ class SqliteSessionStore:
                 raise RuntimeError("a SqliteSessionStore can be opened only once")
             worker = self._worker = _Worker(self._idle_step)
             worker.start()
-            path = self.path
+            path = self.path.expanduser()
             try:
                 conn = self._conn = await worker.run(lambda: _connect(path))
-                self._inline = await worker.run(lambda: _connect(path, inline=True))
-                # Writes a killed process had queued are applied now, not at the first call.
-                await worker.run(lambda: self._apply_queued(conn))
+                # Writes a killed process had journaled are applied now, not at the first call.
+                await worker.run(lambda: self._open_journal(conn))
             except BaseException:
                 if self._conn is not None:
                     await worker.run(self._conn.close)
                     self._conn = None
                 worker.stop()
                 raise
+
+    def _open_journal(self, conn: sqlite3.Connection) -> None:
+        self._apply_queued(conn)
+        if fcntl is None:
+            return
+        self._journal_dir.mkdir(exist_ok=True)
+        self._sweep(conn)
+
+        # Progress rows of segments that are gone (a crash between deleting a segment and
+        # its row). Listed inside the transaction: a segment gets its row only in one.
+        def forget() -> None:
+            present = set(_journal_segments(self._journal_dir))
+            for (name,) in conn.execute("SELECT segment FROM journal_progress").fetchall():
+                if name not in present:
+                    conn.execute("DELETE FROM journal_progress WHERE segment = ?", (name,))
+
+        _transaction(conn, forget, write=True)
+        self._next_segment()
 
     async def __aenter__(self) -> SqliteSessionStore:
         if self._conn is None and not self._closed:
@@ -508,23 +603,30 @@ class SqliteSessionStore:
             async with self._lock:
                 self._closed = True
                 conn, self._conn = self._conn, None
-                inline, self._inline = self._inline, None
+                segment_fd, self._segment_fd = self._segment_fd, None
                 self._open_turns.clear()
+                self._known.clear()
                 worker, self._worker = self._worker, None
                 if worker is not None:
-                    # After every operation queued before; the worker's connection last
-                    # (closing the last connection checkpoints the WAL, off this thread).
+                    # After every operation queued before; the connection last (closing the
+                    # last connection checkpoints the WAL, off this thread).
                     if conn is not None:
                         main = conn
+
+                        def finish() -> None:
+                            self._apply_queued(main)
+                            if segment_fd is not None:
+                                os.close(segment_fd)  # unlocked: wholly applied, it goes
+                            self._sweep(main)
+
                         try:
-                            await worker.run(lambda: self._apply_queued(main))
-                        except Exception:  # they stay queued, for the next instance
-                            log.exception("could not apply the queued writes before closing")
-                    if inline is not None:
-                        await worker.run(inline.close)
-                    if conn is not None:
+                            await worker.run(finish)
+                        except Exception:  # they stay journaled, for the next instance
+                            log.exception("could not apply the journaled writes before closing")
                         await worker.run(conn.close)
                     worker.stop()
+                elif segment_fd is not None:
+                    os.close(segment_fd)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         conn = self._conn
@@ -548,26 +650,64 @@ class SqliteSessionStore:
                 log.exception("WAL checkpoint failed")
 
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
-        """Checkpoint the WAL on the worker thread, and be the first to write after it.
+        """Checkpoint the WAL (worker thread), then make the first commit after it: the one
+        that restarts the WAL and cuts it back to ``journal_size_limit``."""
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
-        The first commit after a complete checkpoint restarts the WAL, and SQLite then syncs
-        the new WAL header to disk (a millisecond or more). A tiny write here takes that
-        sync, so that it is never the event loop's inline connection that waits for it;
-        that connection does not write meanwhile (see ``_queue_inline``).
-        """
-        self._checkpointing = True
+        def rewrite_version() -> None:  # the same value: any write would do
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute(f"PRAGMA user_version = {version:d}")
+
+        _transaction(conn, rewrite_version, write=True)
+
+    # --- the journal: appending (event loop thread) --------------------------------------
+
+    def _next_segment(self) -> None:
+        """Start appending to a fresh segment; the one before is unlocked, so it is deleted
+        once wholly applied. On failure the current one (if any) is kept."""
+        self._segment_count += 1
+        name = f"{self._instance}-{self._segment_count:08d}.log"
         try:
-            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            fd = _create_segment(self._journal_dir, name)
+        except OSError:
+            log.exception("could not create a journal segment; turn writes go to the database")
+            self._segment_size = 0  # tried again after another SEGMENT_BYTES
+            return
+        previous, self._segment_fd = self._segment_fd, fd
+        self._segment, self._segment_size = name, 0
+        if previous is not None:
+            os.close(previous)
 
-            def rewrite_version() -> None:  # the same value: any write would do
-                version = conn.execute("PRAGMA user_version").fetchone()[0]
-                conn.execute(f"PRAGMA user_version = {version:d}")
+    def _journal(self, row: _Queued) -> bool:
+        """Append ``row`` to the segment: True once ``os.write`` has taken all of it. A failed
+        write is cut off, so the next record follows the last whole one."""
+        fd = self._segment_fd
+        if fd is None:
+            return False
+        record = _encode_record(row)
+        if len(record) > RECORD_BYTES:
+            return False
+        try:
+            written = os.write(fd, record)
+        except OSError as exc:
+            log.warning("could not append to the journal (%s); the write goes to the database", exc)
+            written = -1
+        if written != len(record):
+            try:
+                if written > 0:
+                    os.ftruncate(fd, self._segment_size)
+            except OSError:
+                log.exception("could not cut off a failed journal write; starting a fresh segment")
+                self._segment_fd = None
+                os.close(fd)
+                self._next_segment()
+            return False
+        self._segment_size += written
+        if self._segment_size >= SEGMENT_BYTES:
+            self._next_segment()
+        return True
 
-            _transaction(conn, rewrite_version, write=True)
-        finally:
-            self._checkpointing = False
-
-    # --- queued writes (worker thread; see the module docstring) -------------------------
+    # --- the journal: applying (worker thread) -------------------------------------------
 
     def _idle_step(self) -> float | None:
         conn = self._conn
@@ -578,9 +718,9 @@ class SqliteSessionStore:
             return wait
         try:
             self._flush(conn)
-        except Exception:  # they stay queued and durable; tried again, less and less often
+        except Exception:  # they stay journaled and durable; tried again, less and less often
             self._retry = min(2 * self._retry, 60.0) if self._retry else 1.0
-            log.exception("could not apply the queued writes; next try in %g s", self._retry)
+            log.exception("could not apply the journaled writes; next try in %g s", self._retry)
             self._last_queued = time.monotonic() + self._retry - APPLY_IDLE
             return self._retry
         self._retry = 0.0
@@ -589,26 +729,124 @@ class SqliteSessionStore:
     def _flush(self, conn: sqlite3.Connection) -> None:
         self._apply_queued(conn)
         self._checkpoint(conn)
+        if any(name != self._segment for name in _journal_segments(self._journal_dir)):
+            self._sweep(conn)
 
     def _apply_queued(self, conn: sqlite3.Connection) -> None:
-        """Apply every queued row, in order, ``APPLY_BATCH`` per transaction."""
+        """Apply every journaled write (and any rows a schema-3 process queued), in order."""
         seen = self._queued
         while conn.execute("SELECT 1 FROM queued_writes LIMIT 1").fetchone() is not None:
-            _transaction(conn, partial(self._apply_batch, conn), write=True)
+            _transaction(conn, partial(self._apply_table_batch, conn), write=True)
+        for name in self._pending_segments():
+            self._apply_segment_fully(conn, name)
         self._applied = seen
 
-    def _apply_batch(self, conn: sqlite3.Connection) -> None:
-        rows: builtins.list[_Queued] = conn.execute(
+    def _apply_segment_fully(self, conn: sqlite3.Connection, name: str) -> int:
+        """Apply every whole record of segment ``name``; how far it is now applied."""
+        while True:
+            applied, more = _transaction(conn, partial(self._apply_segment, conn, name), write=True)
+            self._progress[name] = applied
+            if not more:
+                return applied
+
+    def _pending_segments(self) -> builtins.list[str]:
+        """The segments longer than they were last found applied."""
+        pending = []
+        for name in _journal_segments(self._journal_dir):
+            try:
+                size = os.stat(self._journal_dir / name).st_size
+            except FileNotFoundError:
+                self._progress.pop(name, None)
+                continue
+            if size > self._progress.get(name, 0):
+                pending.append(name)
+        return pending
+
+    def _apply_segment(self, conn: sqlite3.Connection, name: str) -> tuple[int, bool]:
+        """Apply the next records of segment ``name`` (in a write transaction): how far it is
+        now applied, and whether more may follow at once.
+
+        The file is opened inside the transaction: a segment's progress row is deleted (in a
+        transaction) only after the file, so a file opened here has its row if it needs it.
+        """
+        try:
+            fd = os.open(self._journal_dir / name, os.O_RDONLY)
+        except FileNotFoundError:
+            return 0, False  # wholly applied and deleted meanwhile
+        try:
+            row = conn.execute(
+                "SELECT applied FROM journal_progress WHERE segment = ?", (name,)
+            ).fetchone()
+            start = 0 if row is None else int(row[0])
+            data = os.pread(fd, READ_BYTES, start)
+        finally:
+            os.close(fd)
+        rows, used = _decode_records(data)
+        if rows:
+            self._apply_rows(conn, rows)
+            conn.execute(
+                "INSERT INTO journal_progress (segment, applied) VALUES (?, ?) "
+                "ON CONFLICT (segment) DO UPDATE SET applied = excluded.applied",
+                (name, start + used),
+            )
+        return start + used, bool(rows) and len(data) == READ_BYTES
+
+    def _sweep(self, conn: sqlite3.Connection) -> None:
+        """Delete the segments nobody appends to any more (their lock is free), wholly applied
+        first; a torn tail a killed writer left is dropped with them."""
+        assert fcntl is not None
+        directory = self._journal_dir
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            return
+        for name in sorted(names):
+            path = directory / name
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # its owner is alive and appending
+                if name.endswith(".log"):
+                    applied = self._apply_segment_fully(conn, name)
+                    if applied < os.fstat(fd).st_size:
+                        log.warning(
+                            "dropped %d bytes of a torn write at the end of journal segment %s",
+                            os.fstat(fd).st_size - applied,
+                            name,
+                        )
+                elif not name.endswith(".log.tmp") or time.time() - os.fstat(fd).st_mtime < 60:
+                    continue  # not ours; or one being made right now (see _create_segment)
+                # The file first, then its row: see ``_apply_segment``.
+                os.unlink(path)
+                self._progress.pop(name, None)
+                conn.execute("DELETE FROM journal_progress WHERE segment = ?", (name,))
+            finally:
+                os.close(fd)
+
+    def _apply_table_batch(self, conn: sqlite3.Connection) -> None:
+        rows = conn.execute(
             "SELECT id, session_id, turn_id, at, begins, stop_reason, body FROM queued_writes "
             "ORDER BY id LIMIT ?",
             (APPLY_BATCH,),
         ).fetchall()
+        self._apply_rows(
+            conn, [(sid, tid, at, bool(b), stop, body) for _, sid, tid, at, b, stop, body in rows]
+        )
+        if rows:
+            conn.execute("DELETE FROM queued_writes WHERE id <= ?", (rows[-1][0],))
+
+    def _apply_rows(self, conn: sqlite3.Connection, rows: Sequence[_Queued]) -> None:
         start = 0
         while start < len(rows):
-            # A run of new turns (the common row: a whole short turn) in a few statements;
-            # any other row on its own, in order.
+            # A run of new turns (the common record: a whole short turn) in a few statements;
+            # any other record on its own, in order.
             end = start
-            while end < len(rows) and rows[end][4]:
+            while end < len(rows) and rows[end][3]:
                 end += 1
             if end > start:
                 self._apply_new_turns(conn, rows[start:end])
@@ -616,25 +854,23 @@ class SqliteSessionStore:
             else:
                 self._apply_one(conn, rows[start])
                 start += 1
-        if rows:
-            conn.execute("DELETE FROM queued_writes WHERE id <= ?", (rows[-1][0],))
 
     def _apply_new_turns(self, conn: sqlite3.Connection, rows: Sequence[_Queued]) -> None:
-        """What ``_write_sync`` does for each row, as two ``executemany`` calls (far less
-        Python, so the worker holds the interpreter lock far less). A queued body is at
+        """What ``_write_sync`` does for each record, as two ``executemany`` calls (far less
+        Python, so the worker holds the interpreter lock far less). A journaled body is at
         most one ``updates`` row's worth, so it is the turn's ``body`` as it stands."""
-        latest = {row[1]: row[3] for row in rows}  # each session's last activity
+        latest = {row[0]: row[2] for row in rows}  # each session's last activity
         conn.execute("SAVEPOINT new_turns")
         try:
             conn.executemany(
                 _APPLY_NEW_TURN,
-                [(sid, tid, at, stop, body) for _, sid, tid, at, _, stop, body in rows],
+                [(sid, tid, at, stop, body) for sid, tid, at, _, stop, body in rows],
             )
             conn.executemany(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?",
                 [(at, sid) for sid, at in latest.items()],
             )
-        except sqlite3.IntegrityError:  # one of them cannot apply: row by row, to drop it
+        except sqlite3.IntegrityError:  # one of them cannot apply: one by one, to drop it
             conn.execute("ROLLBACK TO new_turns")
             conn.execute("RELEASE new_turns")
             for row in rows:
@@ -643,7 +879,7 @@ class SqliteSessionStore:
         conn.execute("RELEASE new_turns")
 
     def _apply_one(self, conn: sqlite3.Connection, row: _Queued) -> None:
-        _, session_id, turn_id, at, begins, stop_reason, body = row
+        session_id, turn_id, at, begins, stop_reason, body = row
         items: builtins.list[Body] = [] if body is None else [*body.split("\n")]
         conn.execute("SAVEPOINT queued")
         try:
@@ -654,7 +890,7 @@ class SqliteSessionStore:
         except (ResourceNotFound, IllegalTransition, sqlite3.IntegrityError) as exc:
             # Another process deleted the session meanwhile (or reused a turn id): this
             # write can never apply. Anything else (I/O, a full disk) rolls the batch
-            # back and leaves it queued.
+            # back and leaves it journaled.
             conn.execute("ROLLBACK TO queued")
             log.warning("dropped a queued write to turn %s of %s: %s", turn_id, session_id, exc)
         conn.execute("RELEASE queued")
@@ -691,7 +927,9 @@ class SqliteSessionStore:
 
             return _transaction(conn, body, write=True)
 
-        return await self._run(run)
+        created = await self._run(run)
+        self._known[record.session_id] = set()  # no turns yet
+        return created
 
     async def get(self, session_id: str) -> SessionRecord | None:
         def run(conn: sqlite3.Connection) -> SessionRecord | None:
@@ -786,6 +1024,7 @@ class SqliteSessionStore:
             self._open_turns = {key for key in self._open_turns if key[0] != session_id}
             return bool(deleted)
 
+        self._known.pop(session_id, None)
         return await self._run(run)
 
     # --- turns ---------------------------------------------------------------------------
@@ -898,6 +1137,9 @@ class SqliteSessionStore:
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller writes nothing
         if not self._queue_inline(session_id, turn_id, begun, bodies, end):
             await self._run(run)
+            known = self._known.get(session_id) if begun is not None else None
+            if known is not None:
+                known.add(turn_id)
 
     def write_turn_now(
         self,
@@ -947,21 +1189,20 @@ class SqliteSessionStore:
         bodies: Sequence[Body],
         end: str | None,
     ) -> bool:
-        """Queue a small turn write here, now, if that needs no waiting (see the module
+        """Journal a small turn write here, now, if it needs no database (see the module
         docstring); False when it must go to the worker thread instead."""
-        conn = self._inline
         worker = self._worker
-        main = self._conn
-        if conn is None or worker is None or main is None or worker.pending:
+        if self._segment_fd is None or worker is None or worker.pending:
             return False
-        if self._checkpointing:
-            return False  # the worker is to write first after the checkpoint
         key = (session_id, turn_id)
+        known: set[str] | None = None
         if begun is None:
             if key not in self._open_turns:
                 return False  # not a turn this instance runs: the worker checks it
-        elif self._queued_turns.get(key, 0) > self._applied:
-            return False  # begun by a write still queued: the worker refuses it
+        else:
+            known = self._known.get(session_id)
+            if known is None or turn_id in known:
+                return False  # the worker finds the session or the turn, and says why
         items: builtins.list[str] = []
         size = 0
         for item in bodies if begun is None else [*begun, *bodies]:
@@ -972,35 +1213,24 @@ class SqliteSessionStore:
         if size > INLINE_CHARS:
             return False
         text = "\n".join(items) if items else None
-        now = self._timestamps.now()
-        try:
-            if begun is None:
-                conn.execute(_QUEUE, (session_id, turn_id, now, end, text))
-            elif conn.execute(_QUEUE_NEW_TURN, (session_id, turn_id, now, end, text)).rowcount == 0:
-                return False  # no such session, or the turn exists: the worker says which
-        except sqlite3.OperationalError as exc:
-            if _busy(exc):
-                return False  # another process is writing: wait for it on the worker
-            raise
+        row = (session_id, turn_id, self._timestamps.now(), begun is not None, end, text)
+        if not self._journal(row):
+            return False
+        if known is not None:
+            known.add(turn_id)
         if begun is not None and end is None:
             self._open_turns.add(key)
         if end is not None:
             self._open_turns.discard(key)
         self._last_queued = time.monotonic()
         self._queued += 1
-        applied = self._applied
-        if begun is not None:
-            if self._pruned != applied:  # forget the turns the worker has applied since
-                self._pruned = applied
-                self._queued_turns = {k: n for k, n in self._queued_turns.items() if n > applied}
-            self._queued_turns[key] = self._queued
-        waiting = self._queued - applied
+        waiting = self._queued - self._applied
         if waiting == 1:
             worker.tick()  # the worker starts waiting for the quiet that applies it
         elif waiting % APPLY_AT == 0:
-            # A long burst: one pause of the inline path (the worker holds the write lock,
-            # then checkpoints) per APPLY_AT writes, for both jobs at once.
-            worker.post(lambda: self._flush(main))
+            main = self._conn
+            if main is not None:
+                worker.post(lambda: self._flush(main))  # a long burst: applied as it goes
         return True
 
     async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
@@ -1037,4 +1267,6 @@ class SqliteSessionStore:
 
             return _transaction(conn, body, write=False)
 
-        return await self._run(run)
+        history = await self._run(run)
+        self._known[session_id] = {turn.turn_id for turn in history}
+        return history

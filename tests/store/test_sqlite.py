@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sqlite3
@@ -277,7 +278,9 @@ async def test_two_processes_share_one_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
-async def test_a_killed_process_loses_nothing_it_appended(tmp_path: Path) -> None:
+async def test_a_killed_process_loses_nothing_it_appended(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     db = tmp_path / "crash.sqlite3"
     n = 100
     with anyio.fail_after(50):
@@ -286,10 +289,22 @@ async def test_a_killed_process_loses_nothing_it_appended(tmp_path: Path) -> Non
             os.kill(process.pid, signal.SIGKILL)
             assert await process.wait() == -signal.SIGKILL
 
-    # The turn's writes were still queued (its begin and n / 10 appends); the next
+    # The turn's writes were still journaled (its begin and n / 10 appends); the next
     # instance applies them when it opens.
     assert queued_rows(db) == 1 + n // 10
+    # Had it been killed in the middle of a write, the record's first bytes would be there.
+    [segment] = journal_files(db)
+    torn = sqlite_store._encode_record(("crash", "t0", "now", False, None, "{}"))[:-3]
+    with segment.open("ab") as file:
+        file.write(torn)
+    caplog.set_level(logging.WARNING, logger="acp_agent.store.sqlite")
     async with await SqliteSessionStore.open(db) as store:
+        # Applied, then deleted (its writer is gone), the torn record with it; the one
+        # left is the new instance's own.
+        assert not segment.exists()
+        assert len(journal_files(db)) == 1
+        assert f"dropped {len(torn)} bytes of a torn write" in caplog.text
+        assert segment.name in caplog.text
         record = await store.get("crash")
         assert record is not None
         assert record.title == "dies mid-turn"
@@ -330,10 +345,16 @@ async def test_a_turn_write_never_holds_the_event_loop_while_another_writer_has_
         other = sqlite3.connect(db, isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")  # another process is writing
+            # A short turn is journaled: it needs no database lock at all.
+            with anyio.fail_after(2):
+                await store.write_turn("s", "short", begin=[{"p": 0}], end="end_turn")
+            assert queued_rows(db) == 1
+            # A large one waits for the lock on the worker thread, not on the event loop.
             written = anyio.Event()
 
             async def write() -> None:
-                await store.write_turn("s", "t", begin=[{"p": 0}], end="end_turn")
+                big = {"p": "x" * (sqlite_store.INLINE_CHARS + 1)}
+                await store.write_turn("s", "large", begin=[big], end="end_turn")
                 written.set()
 
             # Had the write waited for the lock on this thread, the loop would be stuck
@@ -347,8 +368,11 @@ async def test_a_turn_write_never_holds_the_event_loop_while_another_writer_has_
             assert written.is_set()
         finally:
             other.close()
-        [turn] = await store.load_history("s")
-        assert (turn.updates, turn.stop_reason) == (({"p": 0},), "end_turn")
+        turns = await store.load_history("s")
+        assert [(t.turn_id, t.stop_reason) for t in turns] == [
+            ("short", "end_turn"),
+            ("large", "end_turn"),
+        ]
 
 
 async def test_a_long_burst_of_short_turns_is_applied_and_checkpointed_as_it_goes(
@@ -371,8 +395,21 @@ async def test_a_long_burst_of_short_turns_is_applied_and_checkpointed_as_it_goe
         assert len(history) == rounds * APPLY_AT
 
 
+def journal_files(db: Path) -> list[Path]:
+    """The journal segments beside ``db`` (temporary files too)."""
+    directory = Path(f"{db}-queue")
+    return sorted(directory.iterdir()) if directory.exists() else []
+
+
 def queued_rows(db: Path) -> int:
-    return int(raw(db, "SELECT count(*) FROM queued_writes")[0][0])
+    """The writes that are journaled (or queued by schema 3) and not applied yet."""
+    count = int(raw(db, "SELECT count(*) FROM queued_writes")[0][0])
+    progress = dict(raw(db, "SELECT segment, applied FROM journal_progress"))
+    directory = Path(f"{db}-queue")
+    for name in sqlite_store._journal_segments(directory):
+        data = (directory / name).read_bytes()[progress.get(name, 0) :]
+        count += len(sqlite_store._decode_records(data)[0])
+    return count
 
 
 @pytest.fixture
@@ -485,29 +522,6 @@ async def test_a_queued_write_that_cannot_be_applied_is_dropped_and_the_rest_app
     assert "dropped a queued write to turn t of gone" in caplog.text
 
 
-def wal_restarts(db: Path) -> bytes:
-    """The WAL header's checkpoint sequence number and salts: they change on each restart."""
-    with open(f"{db}-wal", "rb") as wal:
-        return wal.read(24)[12:24]
-
-
-async def test_after_a_checkpoint_the_worker_writes_first(queue_db: Path) -> None:
-    # The first commit after a complete checkpoint restarts the WAL and syncs its header to
-    # disk; the worker takes that write, so the next inline write does not wait for a sync.
-    db = queue_db
-    async with await SqliteSessionStore.open(db) as store:
-        await store.create(SessionRecord("s", cwd="/"))
-        await store.write_turn("s", "t0", begin=[{"p": 0}], end="end_turn")
-        await store.get("s")  # applied
-        before = wal_restarts(db)
-        await store._run(store._checkpoint)
-        assert wal_restarts(db) != before  # restarted by the worker, before any inline write
-        assert not store._checkpointing
-        await store.write_turn("s", "t1", begin=[{"p": 1}], end="end_turn")
-        assert queued_rows(db) == 1  # inline again
-        assert [t.turn_id for t in await store.load_history("s")] == ["t0", "t1"]
-
-
 async def test_a_large_write_is_checkpointed_after_it(tmp_path: Path) -> None:
     db = tmp_path / "big.sqlite3"
     async with await SqliteSessionStore.open(db) as store:
@@ -543,3 +557,96 @@ async def test_a_failure_while_applying_leaves_the_writes_queued(
         assert raw(db, "SELECT count(*) FROM turns") == [(0,)]
         assert [t.turn_id for t in await store.load_history("s")] == ["t0", "t1"]
         assert queued_rows(db) == 0
+
+
+async def test_the_journal_moves_to_a_fresh_segment_and_applied_ones_are_deleted(
+    queue_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = queue_db
+    monkeypatch.setattr(sqlite_store, "SEGMENT_BYTES", 1024)
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        for i in range(20):
+            await store.write_turn("s", f"t{i}", begin=[{"p": i, "pad": "x" * 100}], end="end_turn")
+        segments = journal_files(db)
+        assert len(segments) > 2  # each written up to about 1 KiB, then a fresh one
+        assert queued_rows(db) == 20
+        history = await store.load_history("s")  # applied in the order written
+        assert [t.turn_id for t in history] == [f"t{i}" for i in range(20)]
+        assert queued_rows(db) == 0
+        assert store._worker is not None
+        await store._worker.run(lambda: store._flush(store._conn))  # type: ignore[arg-type]
+        # The segments it has left are gone; the one it appends to stays.
+        assert journal_files(db) == segments[-1:]
+    assert journal_files(db) == []
+    assert raw(db, "SELECT count(*) FROM journal_progress") == [(0,)]
+
+
+async def test_a_failed_journal_write_is_cut_off_and_the_write_goes_to_the_database(
+    queue_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = queue_db
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.write_turn("s", "t0", begin=[{"p": 0}], end="end_turn")
+        [segment] = journal_files(db)
+        whole = segment.stat().st_size
+        real_write = os.write
+        failures = 1
+
+        def short_write(fd: int, data: bytes) -> int:
+            nonlocal failures
+            if fd == store._segment_fd and failures:
+                failures -= 1
+                return real_write(fd, data[: len(data) // 2])  # the disk filled up
+            return real_write(fd, data)
+
+        monkeypatch.setattr(sqlite_store.os, "write", short_write)
+        await store.write_turn("s", "t1", begin=[{"p": 1}], end="end_turn")
+        assert failures == 0
+        assert segment.stat().st_size == whole  # the half record is cut off
+        await store.write_turn("s", "t2", begin=[{"p": 2}], end="end_turn")  # journaled
+        assert queued_rows(db) == 1
+        history = await store.load_history("s")
+        assert [(t.turn_id, t.updates) for t in history] == [
+            ("t0", ({"p": 0},)),
+            ("t1", ({"p": 1},)),
+            ("t2", ({"p": 2},)),
+        ]
+
+
+async def test_a_live_instance_keeps_its_segment_while_another_applies_it(
+    queue_db: Path,
+) -> None:
+    db = queue_db
+    async with await SqliteSessionStore.open(db) as first:
+        await first.create(SessionRecord("s", cwd="/"))
+        await first.begin_turn("s", "t", [{"p": 0}])
+        [segment] = journal_files(db)
+        async with await SqliteSessionStore.open(db) as second:
+            [turn] = await second.load_history("s")  # applied by the second instance
+            assert turn.updates == ({"p": 0},)
+            assert queued_rows(db) == 0
+        # Its owner still holds it (locked), so the second one left it in place.
+        assert segment in journal_files(db)
+        await first.append_updates("s", "t", [{"u": 1}])
+        await first.end_turn("s", "t", "end_turn")
+        assert queued_rows(db) == 2
+        [turn] = await first.load_history("s")
+        assert (turn.updates, turn.stop_reason) == (({"p": 0}, {"u": 1}), "end_turn")
+    assert journal_files(db) == []
+
+
+async def test_rows_a_schema_3_process_queued_are_applied(tmp_path: Path) -> None:
+    db = tmp_path / "v3.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+    with closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute(
+            "INSERT INTO queued_writes (session_id, turn_id, at, begins, stop_reason, body) "
+            "VALUES ('s', 't', '2026-01-01T00:00:00Z', 1, 'end_turn', '{\"p\":0}')"
+        )
+    async with await SqliteSessionStore.open(db) as store:
+        [turn] = await store.load_history("s")
+        assert (turn.turn_id, turn.updates, turn.stop_reason) == ("t", ({"p": 0},), "end_turn")
+    assert raw(db, "SELECT count(*) FROM queued_writes") == [(0,)]
