@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -356,6 +356,9 @@ class AcpServer:
         self._models_ready: anyio.Event | None = None  # created by the first build
         self._warm_scheduled = False
         self._tg: anyio.abc.TaskGroup | None = None
+        #: makes each turn's cancel scope: set by ``serve`` to the running backend's scope
+        #: class, which skips anyio's look-up of the backend (a few microseconds a turn)
+        self._new_scope: Callable[[], anyio.CancelScope] = anyio.CancelScope
 
     # ------------------------------------------------------------------ wiring
 
@@ -405,6 +408,7 @@ class AcpServer:
             kwargs["dispatcher"] = self.dispatcher
         conn = AgentSession(transport, self.method_table(), **kwargs)
         self._conn = conn
+        self._new_scope = type(anyio.CancelScope())
         async with self.agent.lifespan(), anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._persister.run, name="acp-persister")
@@ -904,7 +908,7 @@ class AcpServer:
         session = self.sessions.get(session_id) if isinstance(session_id, str) else None
         if session is None:
             return
-        turn = Turn(f"turn_{os.urandom(8).hex()}")
+        turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
         if session.slot.try_start(turn):
             ctx.state["claim"] = (session, turn, session.last_turn, self._client(session))
             session.last_turn = turn
@@ -955,7 +959,7 @@ class AcpServer:
             if queued is not None:
                 self._drop_waiter(*queued)
             raise
-        turn = Turn(f"turn_{os.urandom(8).hex()}")
+        turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
         waiter = queued[1] if queued is not None and queued[0] is session else None
         await self._acquire_slot(session, turn, waiter)
         try:

@@ -45,12 +45,18 @@ class SlotState(enum.Enum):
     ACTIVE = "active"
     CLOSED = "closed"
 
+    # Members are unique objects compared by identity: hash them so too (Enum's own hash is
+    # a Python call, and the table below is looked up on every prompt).
+    __hash__ = object.__hash__
+
 
 class SlotEvent(enum.Enum):
     START = "start"  # a session/prompt wants the slot
     END = "end"  # the active turn finished (by any path)
     CANCEL = "cancel"  # session/cancel or $/cancel_request for the prompt
     CLOSE = "close"  # session/close, session/delete, shutdown
+
+    __hash__ = object.__hash__  # as SlotState's
 
 
 # The whole rule set. A missing (state, event) pair is an IllegalTransition.
@@ -150,9 +156,9 @@ class Turn:
 
     __slots__ = ("_done", "_finished", "_stop_reason", "cancel_reason", "scope", "turn_id")
 
-    def __init__(self, turn_id: str) -> None:
+    def __init__(self, turn_id: str, scope: anyio.CancelScope | None = None) -> None:
         self.turn_id = turn_id
-        self.scope = anyio.CancelScope()
+        self.scope = scope if scope is not None else anyio.CancelScope()
         self.cancel_reason: CancelReason | None = None
         self._done: anyio.Event | None = None  # made for the first waiter, if any
         self._finished = False
