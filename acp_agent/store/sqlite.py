@@ -333,9 +333,13 @@ def _decode_records(data: bytes) -> tuple[builtins.list[_Queued], int]:
         payload = view[pos + _HEAD.size : end]
         if zlib.crc32(payload) != crc:
             break
-        sid, tid, at, begins, stop_reason, body = orjson.loads(payload)
-        rows.append((sid, tid, at, begins, stop_reason, body))
         pos = end
+        try:
+            sid, tid, at, begins, stop_reason, body = orjson.loads(payload)
+        except (orjson.JSONDecodeError, ValueError, TypeError):  # whole, yet not ours
+            log.warning("skipped an unreadable journal record of %d bytes", length)
+            continue
+        rows.append((sid, tid, at, begins, stop_reason, body))
     return rows, pos
 
 
@@ -571,7 +575,11 @@ class SqliteSessionStore:
         self._apply_queued(conn)
         if fcntl is None:
             return
-        self._journal_dir.mkdir(exist_ok=True)
+        try:
+            self._journal_dir.mkdir(exist_ok=True)
+        except OSError:
+            log.exception("no journal directory; turn writes go to the database")
+            return
         self._sweep(conn)
 
         # Progress rows of segments that are gone (a crash between deleting a segment and
@@ -614,10 +622,13 @@ class SqliteSessionStore:
                         main = conn
 
                         def finish() -> None:
-                            self._apply_queued(main)
-                            if segment_fd is not None:
-                                os.close(segment_fd)  # unlocked: wholly applied, it goes
-                            self._sweep(main)
+                            try:
+                                self._apply_queued(main)
+                            finally:
+                                if segment_fd is not None:
+                                    os.close(segment_fd)  # unlocked: once applied, it goes
+                            if fcntl is not None:
+                                self._sweep(main)
 
                         try:
                             await worker.run(finish)
@@ -782,14 +793,14 @@ class SqliteSessionStore:
         finally:
             os.close(fd)
         rows, used = _decode_records(data)
-        if rows:
+        if used:
             self._apply_rows(conn, rows)
             conn.execute(
                 "INSERT INTO journal_progress (segment, applied) VALUES (?, ?) "
                 "ON CONFLICT (segment) DO UPDATE SET applied = excluded.applied",
                 (name, start + used),
             )
-        return start + used, bool(rows) and len(data) == READ_BYTES
+        return start + used, used > 0 and len(data) == READ_BYTES
 
     def _sweep(self, conn: sqlite3.Connection) -> None:
         """Delete the segments nobody appends to any more (their lock is free), wholly applied

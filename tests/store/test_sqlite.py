@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import sys
 import threading
+import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
@@ -650,3 +651,22 @@ async def test_rows_a_schema_3_process_queued_are_applied(tmp_path: Path) -> Non
         [turn] = await store.load_history("s")
         assert (turn.turn_id, turn.updates, turn.stop_reason) == ("t", ({"p": 0},), "end_turn")
     assert raw(db, "SELECT count(*) FROM queued_writes") == [(0,)]
+
+
+async def test_a_whole_record_that_is_not_a_write_is_skipped_with_a_warning(
+    queue_db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = queue_db
+    caplog.set_level(logging.WARNING, logger="acp_agent.store.sqlite")
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.write_turn("s", "t0", begin=[{"p": 0}], end="end_turn")
+        [segment] = journal_files(db)
+        payload = b'"not a write"'  # its length and checksum are right, its content is not
+        with segment.open("ab") as file:
+            file.write(sqlite_store._HEAD.pack(len(payload), zlib.crc32(payload)) + payload)
+        await store.write_turn("s", "t1", begin=[{"p": 1}], end="end_turn")
+        history = await store.load_history("s")
+        assert [t.turn_id for t in history] == ["t0", "t1"]
+        assert queued_rows(db) == 0  # applied past it: it is not read again
+    assert f"skipped an unreadable journal record of {len(payload)} bytes" in caplog.text
