@@ -18,7 +18,7 @@ interface, which :class:`acp_agent.connection.AgentSession` implements.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
@@ -110,6 +110,17 @@ def text_block(text: str) -> JSON:
 
 def as_block(content: str | Mapping[str, Any]) -> JSON:
     return text_block(content) if isinstance(content, str) else dict(content)
+
+
+def _chunk(kind: str, content: str | Mapping[str, Any], message_id: str | None) -> JSON:
+    """A message chunk update. (The senders return ``update``'s coroutine rather than
+    await it in one of their own: one coroutine a chunk, not two.)"""
+    # as_block, inlined for text (every streamed chunk)
+    block = {"type": "text", "text": content} if type(content) is str else as_block(content)
+    update: JSON = {"sessionUpdate": kind, "content": block}
+    if message_id is not None:
+        update["messageId"] = message_id
+    return update
 
 
 def text_content(text: str) -> JSON:
@@ -345,28 +356,23 @@ class SessionClient:
         )
         await self.outbound.notify_json("session/update", params)
 
-    async def message(
+    def message(
         self, content: str | Mapping[str, Any], message_id: str | None = None
-    ) -> None:
-        await self._chunk("agent_message_chunk", content, message_id)
+    ) -> Awaitable[None]:
+        """Send an ``agent_message_chunk`` (await it)."""
+        return self.update(_chunk("agent_message_chunk", content, message_id))
 
-    async def thought(
+    def thought(
         self, content: str | Mapping[str, Any], message_id: str | None = None
-    ) -> None:
-        await self._chunk("agent_thought_chunk", content, message_id)
+    ) -> Awaitable[None]:
+        """Send an ``agent_thought_chunk`` (await it)."""
+        return self.update(_chunk("agent_thought_chunk", content, message_id))
 
-    async def user_message(
+    def user_message(
         self, content: str | Mapping[str, Any], message_id: str | None = None
-    ) -> None:
-        await self._chunk("user_message_chunk", content, message_id)
-
-    async def _chunk(
-        self, kind: str, content: str | Mapping[str, Any], message_id: str | None
-    ) -> None:
-        update: JSON = {"sessionUpdate": kind, "content": as_block(content)}
-        if message_id is not None:
-            update["messageId"] = message_id
-        await self.update(update)
+    ) -> Awaitable[None]:
+        """Send a ``user_message_chunk`` (await it)."""
+        return self.update(_chunk("user_message_chunk", content, message_id))
 
     async def plan(self, entries: Sequence[Mapping[str, Any]]) -> None:
         """Send the complete plan (each entry: content, priority, status)."""

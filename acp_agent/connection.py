@@ -133,8 +133,6 @@ class RequestContext:
             self._scope.cancel()
 
 
-_NO_SCOPE: Final = contextlib.nullcontext()
-
 RequestFn = Callable[[Any, RequestContext], Awaitable[Any]]
 NotificationFn = Callable[[Any], Awaitable[None]]
 
@@ -161,7 +159,7 @@ class MethodTable:
 class Dispatcher(Protocol):
     """Turns one inbound request into its result (or raises a RequestError)."""
 
-    async def dispatch(self, method: str, params: Any, ctx: RequestContext) -> Any: ...
+    def dispatch(self, method: str, params: Any, ctx: RequestContext) -> Awaitable[Any]: ...
 
 
 class NativeDispatcher:
@@ -172,10 +170,14 @@ class NativeDispatcher:
     def __init__(self, table: MethodTable) -> None:
         self._table = table
 
-    async def dispatch(self, method: str, params: Any, ctx: RequestContext) -> Any:
+    def dispatch(self, method: str, params: Any, ctx: RequestContext) -> Awaitable[Any]:
+        # The handler's own awaitable when there is one: no coroutine of ours around it.
         fn = self._table.requests.get(method)
         if fn is not None:
-            return await fn(params, ctx)
+            return fn(params, ctx)
+        return self._other(method, params, ctx)
+
+    async def _other(self, method: str, params: Any, ctx: RequestContext) -> Any:
         inline = self._table.inline.get(method)
         if inline is not None:
             inline(params)
@@ -252,7 +254,7 @@ class AgentSession:
         self._outbox: list[bytes] = []
         self._outbox_size = 0
         self._wake = anyio.Event()
-        self._drained = anyio.Event()
+        self._drained: anyio.Event | None = None  # made by the first waiter for a drain
         self._since_yield = 0
         self._closed = False
         self._writer_failed = False
@@ -351,7 +353,7 @@ class AgentSession:
         for msg in decode(item):
             if isinstance(msg, Request):
                 ctx = RequestContext(msg.id, msg.method)
-                k = _key(msg.id)
+                k = (type(msg.id), msg.id)  # as _key
                 if k in self._inflight and msg.id is not None:
                     self._enqueue(
                         encode_error(msg.id, INVALID_REQUEST, "Request id is already in use")
@@ -413,27 +415,25 @@ class AgentSession:
             self._idle_workers.append(wake)
             try:
                 await wake.wait()
-            finally:
+            except BaseException:
                 if not wake.is_set():  # cancelled while idle (shutdown)
                     self._idle_workers.remove(wake)
+                raise
 
     async def _run_request(self, req: Request, ctx: RequestContext) -> None:
         outcome: tuple[bool, Any] | None = None
         try:
             # A request with a cancel hook (a claimed prompt turn) is cancelled through
             # it and answers for itself: it needs no scope of its own.
-            with ctx.scope if ctx.cancel_hook is None else _NO_SCOPE:
-                try:
-                    outcome = (True, await self._dispatcher.dispatch(req.method, req.params, ctx))
-                except RequestError as exc:
-                    outcome = (False, exc.to_wire())
-                except Exception:
-                    log.exception("handler for %r failed", req.method)
-                    outcome = (False, {"code": INTERNAL_ERROR, "message": "Internal error"})
+            if ctx.cancel_hook is not None:
+                outcome = await self._outcome(req, ctx)
+            else:
+                with ctx.scope:
+                    outcome = await self._outcome(req, ctx)
             if outcome is None:  # the scope was cancelled: $/cancel_request or shutdown
                 outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
         finally:
-            self._inflight.pop(_key(req.id), None)
+            self._inflight.pop((type(req.id), req.id), None)  # as _key
             if not self._inflight and self._idle is not None:
                 self._idle.set()
             if outcome is None:  # cancelled from outside (connection shutting down)
@@ -447,6 +447,16 @@ class AgentSession:
                     await callback()
             finally:
                 self._kick()
+
+    async def _outcome(self, req: Request, ctx: RequestContext) -> tuple[bool, Any]:
+        """The handler's result, or the error it raised as its wire form."""
+        try:
+            return (True, await self._dispatcher.dispatch(req.method, req.params, ctx))
+        except RequestError as exc:
+            return (False, exc.to_wire())
+        except Exception:
+            log.exception("handler for %r failed", req.method)
+            return (False, {"code": INTERNAL_ERROR, "message": "Internal error"})
 
     def _answer(
         self, request_id: RequestId, outcome: tuple[bool, Any], *, urgent: bool = True
@@ -498,7 +508,9 @@ class AgentSession:
         if self._closed:
             raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
         self._enqueue(encode_notification(method, params))
-        await self._pace()
+        self._since_yield += 1
+        if self._since_yield >= YIELD_EVERY or self._outbox_size > HIGH_WATER:
+            await self._pace()
 
     async def notify_json(self, method: str, params_json: bytes) -> None:
         """:meth:`notify` with params already encoded as JSON (spliced in as they are)."""
@@ -513,7 +525,9 @@ class AgentSession:
             self._enqueue(tail)
         else:
             self._enqueue(encode_notification_json(method, params_json))
-        await self._pace()
+        self._since_yield += 1
+        if self._since_yield >= YIELD_EVERY or self._outbox_size > HIGH_WATER:
+            await self._pace()
 
     async def call(self, method: str, params: Any, *, timeout: float | None = None) -> Any:
         """Send a request and wait for its response (no time limit unless given).
@@ -613,31 +627,40 @@ class AgentSession:
             if sent == len(data):
                 self._outbox = []
                 self._outbox_size = 0
-                self._drained.set()
+                if self._drained is not None:
+                    self._set_drained()
                 return
             rest = data[sent:] if sent else data
             self._outbox = [rest]
             self._outbox_size = len(rest)
         self._wake.set()
 
+    def _set_drained(self) -> None:
+        """Wake whoever waits for the outbox to be written (see ``_wait_drained``)."""
+        drained, self._drained = self._drained, None
+        if drained is not None:
+            drained.set()
+
+    async def _wait_drained(self) -> None:
+        if self._drained is None:
+            self._drained = anyio.Event()
+        await self._drained.wait()
+
     async def _pace(self) -> None:
+        """Called (by ``_paced``) once the outbox is past ``HIGH_WATER`` or every
+        ``YIELD_EVERY`` frames: in between, sending is a plain append."""
+        self._since_yield = 0
         if self._outbox_size > HIGH_WATER and not self._writer_failed:
-            if self._drained.is_set():
-                self._drained = anyio.Event()
-            await self._drained.wait()
-            self._since_yield = 0
+            await self._wait_drained()
             return
         # A real checkpoint every few frames lets the reader (a session/cancel) and
-        # the writer run; in between, sending is a plain append.
-        self._since_yield += 1
-        if self._since_yield >= YIELD_EVERY:
-            self._since_yield = 0
-            await anyio.lowlevel.checkpoint()
+        # the writer run.
+        await anyio.lowlevel.checkpoint()
 
     async def _writer(self) -> None:
         while True:
             if not self._outbox:
-                self._drained.set()
+                self._set_drained()
                 self._wake = anyio.Event()
                 await self._wake.wait()
                 continue
@@ -663,17 +686,15 @@ class AgentSession:
             # The client vanished. Keep running so handlers can unwind; drop output.
             log.warning("the client stopped reading (%s); output is dropped", exc)
             self._writer_failed = True
-            self._drained.set()
+            self._set_drained()
         finally:
             self._writing = False
 
     async def flush(self) -> None:
         """Wait until everything enqueued so far has been written (not just taken)."""
         while (self._outbox or self._writing) and not self._writer_failed:
-            if self._drained.is_set():
-                self._drained = anyio.Event()
             self._wake.set()
-            await self._drained.wait()
+            await self._wait_drained()
 
     # ------------------------------------------------------------------ shutdown
 

@@ -173,7 +173,7 @@ class _Persister:
         self._queued = 0
         self._done = 0
         self._wake = anyio.Event()
-        self._progress = anyio.Event()
+        self._progress: anyio.Event | None = None  # made by the first ``sync`` that waits
         self._busy = False  # a write_turn is in progress
         self.failed: BaseException | None = None
         self._write_now = store.write_turn_now if isinstance(store, ImmediateTurnWrites) else None
@@ -207,22 +207,23 @@ class _Persister:
         if self._batches and not self._busy:
             self._wake.set()
 
+    # Each push counts itself (batch.count, _queued): inline, as they run for every update.
+
     def begin(self, session_id: str, turn_id: str, prompt: list[Any]) -> None:
         batch = self._batch(session_id, turn_id, fresh=True)
         batch.begin = prompt
-        self._count(batch)
+        batch.count += 1
+        self._queued += 1
 
     def append(self, session_id: str, turn_id: str, update: Any) -> None:
         batch = self._batch(session_id, turn_id)
         batch.updates.append(update)
-        self._count(batch)
+        batch.count += 1
+        self._queued += 1
 
     def end(self, session_id: str, turn_id: str, stop_reason: str) -> None:
         batch = self._batch(session_id, turn_id)
         batch.end = stop_reason
-        self._count(batch)
-
-    def _count(self, batch: _Batch) -> None:
         batch.count += 1
         self._queued += 1
 
@@ -240,7 +241,7 @@ class _Persister:
             if not self._busy and self._batches:
                 await self._write_next()
                 continue
-            if self._progress.is_set():
+            if self._progress is None:
                 self._progress = anyio.Event()
             await self._progress.wait()
         if self.failed is not None:
@@ -308,7 +309,9 @@ class _Persister:
         batch.sealed = True
         self._batches.popleft()
         self._done += batch.count
-        self._progress.set()
+        progress, self._progress = self._progress, None
+        if progress is not None:
+            progress.set()
         if self._batches:
             self._wake.set()
 
@@ -380,7 +383,7 @@ class AcpServer:
             "session/delete": self._gate(self._delete_session),
             "session/set_mode": self._gate(self._set_mode),
             "session/set_config_option": self._gate(self._set_config_option),
-            "session/prompt": self._gate(self._prompt),
+            "session/prompt": self._prompt,  # gated itself (a claimed prompt passed the gate)
         }
         return MethodTable(
             requests=requests,
@@ -392,14 +395,17 @@ class AcpServer:
 
     def _gate(self, fn: Any) -> Any:
         async def gated(params: Any, ctx: RequestContext) -> Any:
-            if not self.initialized:
-                raise RequestError(
-                    "The connection is not initialized: send initialize first",
-                    code=INVALID_REQUEST,
-                )
+            self._check_initialized()
             return await fn(params, ctx)
 
         return gated
+
+    def _check_initialized(self) -> None:
+        if not self.initialized:
+            raise RequestError(
+                "The connection is not initialized: send initialize first",
+                code=INVALID_REQUEST,
+            )
 
     async def serve(self, transport: Transport) -> None:
         """Serve ``transport`` until EOF; then close every session and flush the store."""
@@ -941,11 +947,12 @@ class AcpServer:
             "claim", None
         )
         if claim is None:
+            self._check_initialized()  # a claim is only made once initialized
             return await self._prompt_unclaimed(params, ctx, ctx.state.pop("waiter", None))
         session, turn, previous, client = claim
         try:
             parsed = await self._parse_prompt(params)
-            return await self._begin_turn(session, client, turn, previous, parsed)
+            return await self._run_turn(session, client, turn, previous, parsed)
         finally:
             self._release(session, turn)
 
@@ -971,11 +978,18 @@ class AcpServer:
                     data={"sessionId": session.session_id},
                 )
             ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
-            return await self._begin_turn(session, client, turn, previous, parsed)
+            return await self._run_turn(session, client, turn, previous, parsed)
         finally:
             self._release(session, turn)
 
-    async def _begin_turn(
+    def _release(self, session: Session, turn: Turn) -> None:
+        if not turn.finished:
+            turn.finish(None)  # ended before it ran (bad params, closed session)
+        session.slot.end_if_current(turn)
+        if self._waiting:  # nobody waits, most of the time
+            self._wake_next(session)
+
+    async def _run_turn(
         self,
         session: Session,
         client: SessionClient,
@@ -986,17 +1000,6 @@ class AcpServer:
         if previous is not None and not previous.finished:
             # A cancelled turn may still be unwinding: its history closes first.
             await previous.done.wait()
-        return await self._run_turn(session, client, turn, parsed)
-
-    def _release(self, session: Session, turn: Turn) -> None:
-        if not turn.finished:
-            turn.finish(None)  # ended before it ran (bad params, closed session)
-        session.slot.end_if_current(turn)
-        self._wake_next(session)
-
-    async def _run_turn(
-        self, session: Session, client: SessionClient, turn: Turn, parsed: _Parsed
-    ) -> JSON:
         params, request, blocks = parsed
         handle = session.history.start_turn(turn.turn_id, blocks)
         prompt_turn = PromptTurn(session, client, params, blocks, turn.turn_id, _request=request)
@@ -1004,7 +1007,7 @@ class AcpServer:
         error: RequestError | None = None
         try:
             with turn.scope:
-                if turn.cancelled:
+                if turn.cancel_reason is not None:  # cancelled
                     # The cancel (or close) arrived before the turn began: the prompt
                     # is kept in history, the agent never runs it.
                     pass
@@ -1030,7 +1033,8 @@ class AcpServer:
             log.exception("agent.prompt failed in session %s", session.session_id)
             error = InternalError("The agent failed while handling the prompt")
         finally:
-            final = "cancelled" if turn.cancelled else (stop if error is None else None)
+            cancelled = turn.cancel_reason is not None
+            final = "cancelled" if cancelled else (stop if error is None else None)
             if final is not None:
                 handle.commit(final)
                 self._persister.end(session.session_id, turn.turn_id, final)

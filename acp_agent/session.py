@@ -111,7 +111,7 @@ class PromptSlot:
         """Put ``turn`` in the slot if it is idle. False if busy or closed."""
         if self._state is not SlotState.IDLE:
             return False
-        self._state = next_state(self._state, SlotEvent.START)
+        self._state = SLOT_TABLE[(SlotState.IDLE, SlotEvent.START)]
         self._turn = turn
         return True
 
@@ -119,7 +119,8 @@ class PromptSlot:
         """Release the slot if ``turn`` still holds it (compare-and-set)."""
         if self._turn is not turn:
             return False
-        self._state = next_state(self._state, SlotEvent.END)
+        state = SLOT_TABLE.get((self._state, SlotEvent.END))  # next_state, inlined
+        self._state = state if state is not None else next_state(self._state, SlotEvent.END)
         self._turn = None
         return True
 
@@ -154,14 +155,16 @@ class Turn:
     updates — :meth:`finish` reports ``cancelled``.
     """
 
-    __slots__ = ("_done", "_finished", "_stop_reason", "cancel_reason", "scope", "turn_id")
+    __slots__ = ("_done", "_stop_reason", "cancel_reason", "finished", "scope", "turn_id")
 
     def __init__(self, turn_id: str, scope: anyio.CancelScope | None = None) -> None:
         self.turn_id = turn_id
         self.scope = scope if scope is not None else anyio.CancelScope()
+        #: why the turn was cancelled; None while it is not (read often: an attribute)
         self.cancel_reason: CancelReason | None = None
         self._done: anyio.Event | None = None  # made for the first waiter, if any
-        self._finished = False
+        #: whether :meth:`finish` has run (set only by it; an attribute, read every turn)
+        self.finished = False
         self._stop_reason: str | None = None
 
     @property
@@ -169,7 +172,7 @@ class Turn:
         """Set once :meth:`finish` has run."""
         if self._done is None:
             self._done = anyio.Event()
-            if self._finished:
+            if self.finished:
                 self._done.set()
         return self._done
 
@@ -178,7 +181,7 @@ class Turn:
         return self.cancel_reason is not None
 
     def cancel(self, reason: CancelReason) -> None:
-        if self._finished:
+        if self.finished:
             return
         if self.cancel_reason is None:
             self.cancel_reason = reason
@@ -190,20 +193,16 @@ class Turn:
         ``stop_reason`` is what the agent returned, or None when it raised. Returns the
         stop reason to answer with, or None when the turn ends with an error response.
         """
-        if self._finished:
+        if self.finished:
             raise IllegalTransition("turn", "finished", "finish")
-        self._finished = True
-        if self.cancelled:
+        self.finished = True
+        if self.cancel_reason is not None:
             self._stop_reason = "cancelled"
         else:
             self._stop_reason = stop_reason
         if self._done is not None:
             self._done.set()
         return self._stop_reason
-
-    @property
-    def finished(self) -> bool:
-        return self._finished
 
     @property
     def stop_reason(self) -> str | None:
@@ -372,9 +371,10 @@ class TurnHandle:
 
         Returns what history keeps of it: its JSON text, or packed if large.
         """
-        if not self._log.open:
+        log = self._log
+        if log.stop_reason is not None or log.interrupted:  # not log.open (inlined)
             raise IllegalTransition("turn history", "committed", "record")
-        raw = self._log.append(update, encoded)
+        raw = log.append(update, encoded)
         if self._sink is not None:
             self._sink.turn_event(self._log.turn_id, raw)
         return raw
@@ -382,7 +382,7 @@ class TurnHandle:
     def commit(self, stop_reason: str) -> None:
         if stop_reason not in STOP_REASONS:
             raise ValueError(f"not a v1 stop reason: {stop_reason!r}")
-        if not self._log.open:
+        if self._log.stop_reason is not None or self._log.interrupted:  # not open
             raise IllegalTransition("turn history", "committed", "commit")
         self._log.stop_reason = stop_reason
         self._history._closed(self)

@@ -115,8 +115,10 @@ def encode_notification_json(method: str, params_json: bytes) -> bytes:
     For params whose parts were encoded already for another purpose (a history entry):
     they are spliced in, not decoded and encoded again.
     """
-    head, tail = notification_json_parts(method)
-    return b"".join((head, params_json, tail))
+    parts = _PARTS.get(method)
+    if parts is None:
+        parts = notification_json_parts(method)
+    return b"".join((parts[0], params_json, parts[1]))
 
 
 def notification_json_parts(method: str) -> tuple[bytes, bytes]:
@@ -124,9 +126,16 @@ def notification_json_parts(method: str) -> tuple[bytes, bytes]:
     return b'{"jsonrpc":"2.0","method":' + orjson.dumps(method) + b',"params":', b"}\n"
 
 
+#: the parts for the notification sent most (every streamed update), made once
+_PARTS: Final = {"session/update": notification_json_parts("session/update")}
+
+
 def encode_result(id: RequestId, result: Any, *, default: Default | None = None) -> bytes:
     """A success response frame (``result`` is always written, ``null`` included)."""
-    return encode({"jsonrpc": "2.0", "id": id, "result": result}, default=default)
+    try:  # as ``encode`` (inlined: one of these per request)
+        return orjson.dumps({"jsonrpc": "2.0", "id": id, "result": result}, default, _OPTIONS)
+    except orjson.JSONEncodeError as exc:
+        raise TypeError(f"cannot encode a JSON-RPC frame: {exc}") from exc
 
 
 def encode_error(

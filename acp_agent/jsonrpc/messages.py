@@ -113,7 +113,8 @@ def classify(obj: object) -> Message | Invalid:
         return _invalid("a message must be a JSON object")
     has_id = "id" in obj
     raw_id = obj.get("id")
-    id_ok = is_request_id(raw_id)
+    # is_request_id, inlined (every message): int and str are the common ids
+    id_ok = type(raw_id) is int or type(raw_id) is str or is_request_id(raw_id)
     id: RequestId = raw_id if id_ok else None
     if obj.get("jsonrpc") != "2.0":
         return _invalid('"jsonrpc" must be "2.0"', id)

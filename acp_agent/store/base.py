@@ -274,7 +274,7 @@ def system_clock() -> datetime:
 class Timestamps:
     """Fixed-width ISO 8601 UTC timestamps, strictly increasing within one instance."""
 
-    __slots__ = ("_clock", "_last", "_last_micros", "_prefix", "_second")
+    __slots__ = ("_clock", "_last", "_last_micros", "_prefix", "_second", "now")
 
     def __init__(self, clock: Clock | None = None) -> None:
         self._clock = clock or system_clock
@@ -282,10 +282,12 @@ class Timestamps:
         self._last_micros = 0
         self._second = -1
         self._prefix = ""
+        #: the next timestamp (bound once: called for every stored turn)
+        self.now: Callable[[], str] = (
+            self._now_system if self._clock is system_clock else self._now_clock
+        )
 
-    def now(self) -> str:
-        if self._clock is system_clock:
-            return self._now_system()
+    def _now_clock(self) -> str:
         current = self._clock().astimezone(timezone.utc)
         if self._last is not None and current <= self._last:
             current = self._last + timedelta(microseconds=1)

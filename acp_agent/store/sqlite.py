@@ -1163,8 +1163,10 @@ class SqliteSessionStore:
     ) -> bool:
         """A small ``write_turn`` queued at once (see ``ImmediateTurnWrites``); ``False``
         when it must go to the worker thread."""
-        begun = [_body(u) for u in begin] if begin is not None else None
-        return self._queue_inline(session_id, turn_id, begun, [_body(u) for u in updates], end)
+        # a JSON text (the common item) is kept as it is, without a call
+        begun = [u if type(u) is str else _body(u) for u in begin] if begin is not None else None
+        bodies = [u if type(u) is str else _body(u) for u in updates]
+        return self._queue_inline(session_id, turn_id, begun, bodies, end)
 
     def _write_sync(
         self,

@@ -73,6 +73,7 @@ class StdioTransport:
         self._chunk_size = chunk_size
         self._closefd = closefd
         self._send_lock = anyio.Lock()
+        self._sending = False  # a send holds the lock (read by try_send without a call)
         self._saved_blocking: dict[int, bool] = {}
         self._receiving = False
         self._closed = False
@@ -215,8 +216,12 @@ class StdioTransport:
                 )
             fd = self._write_fd
             self._make_nonblocking(fd)
-            with memoryview(data) as view:
-                await self._write_all(fd, view)
+            self._sending = True
+            try:
+                with memoryview(data) as view:
+                    await self._write_all(fd, view)
+            finally:
+                self._sending = False
 
     def try_send(self, data: bytes) -> int:
         """Write what the descriptor takes right now, without waiting; return the count.
@@ -228,10 +233,11 @@ class StdioTransport:
             raise anyio.ClosedResourceError
         if self._torn:
             raise anyio.BrokenResourceError("the byte stream is torn")
-        if self._send_lock.locked():
+        if self._sending:
             return 0
         fd = self._write_fd
-        self._make_nonblocking(fd)
+        if fd not in self._saved_blocking:
+            self._make_nonblocking(fd)
         try:
             return os.write(fd, data)
         except BlockingIOError:
