@@ -916,7 +916,8 @@ class AcpServer:
             return
         turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
         if session.slot.try_start(turn):
-            ctx.state["claim"] = (session, turn, session.last_turn, self._client(session))
+            client = self.clients[session.session_id]  # as _client
+            ctx.state["claim"] = (session, turn, session.last_turn, client)
             session.last_turn = turn
             ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
         elif self.busy_policy == "queue" and not session.closed:
@@ -931,13 +932,13 @@ class AcpServer:
         the agent asks for it; anything else goes through the generated models.
         """
         raw = _params(params)
-        request = None
-        if not plain_text_prompt(raw):
-            await self._models()
-            from .protocol import PromptRequest
-            from .protocol.wire import from_wire
+        if plain_text_prompt(raw):  # only text blocks: none needs a capability
+            return raw, None, raw["prompt"]
+        await self._models()
+        from .protocol import PromptRequest
+        from .protocol.wire import from_wire
 
-            request = from_wire(PromptRequest, raw)
+        request = from_wire(PromptRequest, raw)
         blocks = raw["prompt"]
         self._check_prompt_blocks(blocks)
         return raw, request, blocks

@@ -1216,16 +1216,13 @@ class SqliteSessionStore:
             known = self._known.get(session_id)
             if known is None or turn_id in known:
                 return False  # the worker finds the session or the turn, and says why
-        items: builtins.list[str] = []
-        size = 0
-        for item in bodies if begun is None else [*begun, *bodies]:
-            if not isinstance(item, str):
-                return False  # a large (packed) item
-            items.append(item)
-            size += len(item)
-        if size > INLINE_CHARS:
+        items = bodies if begun is None else [*begun, *bodies]
+        try:
+            text = "\n".join(items) if items else None  # type: ignore[arg-type]
+        except TypeError:
+            return False  # a large (packed) item
+        if text is not None and len(text) > INLINE_CHARS:
             return False
-        text = "\n".join(items) if items else None
         row = (session_id, turn_id, self._timestamps.now(), begun is not None, end, text)
         if not self._journal(row):
             return False
