@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -12,6 +13,10 @@ from acp_agent.session import real_path
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
+    return make_tree(tmp_path)
+
+
+def make_tree(tmp_path: Path) -> Path:
     root = tmp_path / "root"
     (root / "dir").mkdir(parents=True)
     (root / "dir" / "file.txt").write_text("x")
@@ -39,8 +44,41 @@ def tree(tmp_path: Path) -> Path:
         "dir/../dir/file.txt",
         "does/not/exist.txt",
         "link-out/not-yet-written",
+        "dir/new.txt",
+        "link-to-dir/new.txt",
+        "dangling/child",
+        "missing/../dir/file.txt",
+        "missing/../link-out/new",
+        "dir/file.txt/below-a-file",
+        "missing/.",
     ],
 )
 def test_real_path_matches_realpath(tree: Path, relative: str) -> None:
     path = os.path.join(tree, relative)
     assert real_path(path) == os.path.realpath(path)
+
+
+PARTS = [
+    "dir",
+    "file.txt",
+    "link-to-dir",
+    "link-out",
+    "chain",
+    "dangling",
+    "relative-link",
+    "missing",
+    "new",
+    "..",
+    ".",
+]
+
+
+def test_real_path_matches_realpath_for_every_mix_of_up_to_four_parts(tmp_path: Path) -> None:
+    # The roots check rests on this: a path the fast route named differently from realpath
+    # could be let outside the session's roots. Every sequence, not a sample: the cases
+    # that differ are few (say missing/../link-out/new).
+    root = make_tree(tmp_path)
+    for length in range(1, 5):
+        for parts in itertools.product(PARTS, repeat=length):
+            path = os.path.join(root, *parts)
+            assert real_path(path) == os.path.realpath(path), parts
