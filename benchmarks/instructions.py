@@ -2,11 +2,13 @@
 
 Timings on a shared machine move from run to run; the number of instructions a process
 executes for the same work does not. Each agent runs once under valgrind's callgrind (all of
-its threads counted), driven by the benchmark driver's own client: after a warm-up, the
-counters are zeroed (`callgrind_control --zero`), the measured turns run, and the counters
-are dumped (`callgrind_control --dump`). The report gives instructions per `/echo hi` turn
-(S2) and per `fs/read_text_file` round trip (S4), and each agent's ratio to the SDK's agent and
-to the floor, in `benchmarks/INSTRUCTIONS.md`.
+its threads counted), driven by the benchmark driver's own client: after warm-up turns and
+once the agent has been idle for a second (so that work it does when quiet, such as
+acp-agent's model build, is left out), the counters are zeroed (`callgrind_control --zero`),
+the measured turns run, and the counters are dumped (`callgrind_control --dump`). The
+report gives instructions per `/echo hi` turn (S2) and per `fs/read_text_file` round trip
+(S4), and each agent's ratio to the SDK's agent and to the floor, in
+`benchmarks/INSTRUCTIONS.md`.
 
 Needs `valgrind` and `callgrind_control` on the PATH; it takes about a minute per agent.
 """
@@ -62,6 +64,28 @@ def _counted(path: str, label: str) -> int:
     raise RuntimeError(f"no callgrind dump labelled {label!r} next to {path}")
 
 
+def _cpu_ticks(pid: str) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime, all threads
+
+
+async def _wait_idle(pid: str, limit: float = 600.0) -> None:
+    """Wait until the agent has used no CPU for a second.
+
+    What an agent does once it is quiet (acp-agent builds its pydantic models then, in a
+    thread: about two billion instructions) must not land in the measured window.
+    """
+    deadline = time.monotonic() + limit
+    last, still = _cpu_ticks(pid), 0
+    while still < 2:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the agent was still busy after {limit:g} s")
+        await asyncio.sleep(0.5)
+        now = _cpu_ticks(pid)
+        still = still + 1 if now == last else 0
+        last = now
+
+
 def _control(*args: str) -> None:
     subprocess.run(["callgrind_control", *args], check=True, capture_output=True, timeout=120)
 
@@ -70,16 +94,21 @@ async def measure(spec: AgentSpec, home: str) -> dict[str, float]:
     """Instructions per S2 turn and per S4 read for one agent."""
     out = os.path.join(home, f"callgrind.{spec.name}.out")
     valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--dump-instr=no"]
-    traced = AgentSpec(spec.name, [*valgrind, *spec.argv], spec.env or agent_environment(home))
+    # A fixed hash seed: the same dict and set layouts in every run (one source of variation
+    # fewer; timing-dependent work, such as a store's background writes, remains).
+    env = {**(spec.env or agent_environment(home)), "PYTHONHASHSEED": "0"}
+    traced = AgentSpec(spec.name, [*valgrind, *spec.argv], env)
     agent, session_id = await open_session(traced, SETTINGS, home)
     try:
         pid = str(agent.transport.get_pid()) if agent.transport is not None else ""
         for _ in range(WARMUP_TURNS):
             await turn(agent, session_id, "/echo hi", SETTINGS.turn_timeout)
+        await _wait_idle(pid)
         _control("--zero", pid)
         for _ in range(TURNS):
             await turn(agent, session_id, "/echo hi", SETTINGS.turn_timeout)
         _control("--dump=s2", pid)
+        await _wait_idle(pid)
         reads = AgentResult(spec)
         await scenario_reads(agent, session_id, SETTINGS, reads)
         _control("--dump=s4", pid)
@@ -90,7 +119,12 @@ async def measure(spec: AgentSpec, home: str) -> dict[str, float]:
         await agent.close()
 
 
-def render(rows: dict[str, dict[str, float]], elapsed: float, command: str) -> str:
+def render(
+    rows: dict[str, dict[str, float]],
+    elapsed: float,
+    command: str,
+    commands: dict[str, str] | None = None,
+) -> str:
     names = list(rows)
     lines = [
         "# Instructions per operation (callgrind)",
@@ -99,14 +133,18 @@ def render(rows: dict[str, dict[str, float]], elapsed: float, command: str) -> s
         f"in {elapsed:.0f} s.",
         "",
         f"- Python {platform.python_version()}, {platform.machine()}; every thread of the agent "
-        "counted",
-        f"- S2: {TURNS} `/echo hi` turns after {WARMUP_TURNS} unmeasured ones; S4: one "
-        f"`/read bench.txt {READS}` turn, the driver answering each read at once",
+        "counted; `PYTHONHASHSEED=0`",
+        f"- S2: {TURNS} `/echo hi` turns after {WARMUP_TURNS} unmeasured ones and a quiet second; "
+        f"S4: one `/read bench.txt {READS}` turn after another quiet second, the driver "
+        "answering each read at once",
         "",
         "Agents:",
         "",
     ]
-    lines += [f"- `{name}`" for name in names]
+    lines += [
+        f"- `{name}`: `{commands[name]}`" if commands and name in commands else f"- `{name}`"
+        for name in names
+    ]
     header = ["operation", *(f"`{n}`" for n in names)]
     for base in ("sdk", "floor"):
         if base in rows:
@@ -157,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = shlex.join(
         ["python", "-m", "benchmarks.instructions", *(sys.argv[1:] if argv is None else argv)]
     )
-    report = render(rows, time.perf_counter() - began, command)
+    commands = {spec.name: spec.command for spec in specs}
+    report = render(rows, time.perf_counter() - began, command, commands)
     print(report)
     args.output.write_text(report, encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
