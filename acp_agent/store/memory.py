@@ -243,9 +243,7 @@ class MemorySessionStore:
     ) -> None:
         # Every turn step of this store, synchronous: begin, append, end, in that order.
         # a JSON text (the common item) is kept as it is, without a call
-        begun = (
-            [u if type(u) is str else _body(u) for u in begin] if begin is not None else None
-        )
+        begun = [u if type(u) is str else _body(u) for u in begin] if begin is not None else None
         bodies = [u if type(u) is str else _body(u) for u in updates]
         if self._closed:
             raise anyio.ClosedResourceError
