@@ -528,7 +528,8 @@ class SqliteSessionStore:
         self._segment_count = 0
         self._segment_fd: int | None = None
         self._segment = ""
-        self._segment_size = 0
+        self._segment_size = 0  # where the next record starts (a failed write is cut back to it)
+        self._roll_at = 0  # the size at which the next record goes to a fresh segment
         # Journaled writes: the count written by this instance (event loop thread), the count
         # the worker had seen when it last applied them all (worker thread), the last one's
         # time; and how far the worker last found each segment applied.
@@ -681,11 +682,11 @@ class SqliteSessionStore:
         try:
             fd = _create_segment(self._journal_dir, name)
         except OSError:
-            log.exception("could not create a journal segment; turn writes go to the database")
-            self._segment_size = 0  # tried again after another SEGMENT_BYTES
+            log.exception("could not create a journal segment")
+            self._roll_at = self._segment_size + SEGMENT_BYTES  # the current one goes on
             return
         previous, self._segment_fd = self._segment_fd, fd
-        self._segment, self._segment_size = name, 0
+        self._segment, self._segment_size, self._roll_at = name, 0, SEGMENT_BYTES
         if previous is not None:
             os.close(previous)
 
@@ -714,7 +715,7 @@ class SqliteSessionStore:
                 self._next_segment()
             return False
         self._segment_size += written
-        if self._segment_size >= SEGMENT_BYTES:
+        if self._segment_size >= self._roll_at:
             self._next_segment()
         return True
 

@@ -670,3 +670,37 @@ async def test_a_whole_record_that_is_not_a_write_is_skipped_with_a_warning(
         assert [t.turn_id for t in history] == ["t0", "t1"]
         assert queued_rows(db) == 0  # applied past it: it is not read again
     assert f"skipped an unreadable journal record of {len(payload)} bytes" in caplog.text
+
+
+async def test_when_no_fresh_segment_can_be_made_the_current_one_goes_on(
+    queue_db: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = queue_db
+    monkeypatch.setattr(sqlite_store, "SEGMENT_BYTES", 200)
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+
+        def no_room(directory: Path, name: str) -> int:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(sqlite_store, "_create_segment", no_room)
+        for i in range(5):  # past the size for a fresh segment: it cannot be made
+            await store.write_turn("s", f"t{i}", begin=[{"p": i}], end="end_turn")
+        [segment] = journal_files(db)
+        whole = segment.stat().st_size
+        assert whole > 200
+        assert "could not create a journal segment" in caplog.text
+        real_write = os.write
+
+        def short_write(fd: int, data: bytes) -> int:
+            if fd == store._segment_fd:
+                return real_write(fd, data[:5])
+            return real_write(fd, data)
+
+        monkeypatch.setattr(sqlite_store.os, "write", short_write)
+        await store.write_turn("s", "t5", begin=[{"p": 5}], end="end_turn")
+        # Cut back to the last whole record, not to the start of the segment.
+        assert segment.stat().st_size == whole
+        assert queued_rows(db) == 0  # the failed write went to the worker, which applied all
+        history = await store.load_history("s")
+        assert [t.turn_id for t in history] == [f"t{i}" for i in range(6)]
