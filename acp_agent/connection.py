@@ -353,7 +353,7 @@ class AgentSession:
         for msg in decode(item):
             if isinstance(msg, Request):
                 ctx = RequestContext(msg.id, msg.method)
-                k = (type(msg.id), msg.id)  # as _key
+                k = _key(msg.id)
                 if k in self._inflight and msg.id is not None:
                     self._enqueue(
                         encode_error(msg.id, INVALID_REQUEST, "Request id is already in use")
@@ -433,7 +433,7 @@ class AgentSession:
             if outcome is None:  # the scope was cancelled: $/cancel_request or shutdown
                 outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
         finally:
-            self._inflight.pop((type(req.id), req.id), None)  # as _key
+            self._inflight.pop(_key(req.id), None)
             if not self._inflight and self._idle is not None:
                 self._idle.set()
             if outcome is None:  # cancelled from outside (connection shutting down)
@@ -647,7 +647,7 @@ class AgentSession:
         await self._drained.wait()
 
     async def _pace(self) -> None:
-        """Called (by ``_paced``) once the outbox is past ``HIGH_WATER`` or every
+        """Called by the senders once the outbox is past ``HIGH_WATER`` or every
         ``YIELD_EVERY`` frames: in between, sending is a plain append."""
         self._since_yield = 0
         if self._outbox_size > HIGH_WATER and not self._writer_failed:

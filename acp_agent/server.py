@@ -916,8 +916,7 @@ class AcpServer:
             return
         turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
         if session.slot.try_start(turn):
-            client = self.clients[session.session_id]  # as _client
-            ctx.state["claim"] = (session, turn, session.last_turn, client)
+            ctx.state["claim"] = (session, turn, session.last_turn, self._client(session))
             session.last_turn = turn
             ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
         elif self.busy_policy == "queue" and not session.closed:
@@ -1008,7 +1007,7 @@ class AcpServer:
         error: RequestError | None = None
         try:
             with turn.scope:
-                if turn.cancel_reason is not None:  # cancelled
+                if turn.cancelled:
                     # The cancel (or close) arrived before the turn began: the prompt
                     # is kept in history, the agent never runs it.
                     pass
@@ -1034,8 +1033,7 @@ class AcpServer:
             log.exception("agent.prompt failed in session %s", session.session_id)
             error = InternalError("The agent failed while handling the prompt")
         finally:
-            cancelled = turn.cancel_reason is not None
-            final = "cancelled" if cancelled else (stop if error is None else None)
+            final = "cancelled" if turn.cancelled else (stop if error is None else None)
             if final is not None:
                 handle.commit(final)
                 self._persister.end(session.session_id, turn.turn_id, final)

@@ -111,7 +111,7 @@ class PromptSlot:
         """Put ``turn`` in the slot if it is idle. False if busy or closed."""
         if self._state is not SlotState.IDLE:
             return False
-        self._state = SLOT_TABLE[(SlotState.IDLE, SlotEvent.START)]
+        self._state = next_state(self._state, SlotEvent.START)
         self._turn = turn
         return True
 
@@ -119,8 +119,7 @@ class PromptSlot:
         """Release the slot if ``turn`` still holds it (compare-and-set)."""
         if self._turn is not turn:
             return False
-        state = SLOT_TABLE.get((self._state, SlotEvent.END))  # next_state, inlined
-        self._state = state if state is not None else next_state(self._state, SlotEvent.END)
+        self._state = next_state(self._state, SlotEvent.END)
         self._turn = None
         return True
 
@@ -160,7 +159,6 @@ class Turn:
     def __init__(self, turn_id: str, scope: anyio.CancelScope | None = None) -> None:
         self.turn_id = turn_id
         self.scope = scope if scope is not None else anyio.CancelScope()
-        #: why the turn was cancelled; None while it is not (read often: an attribute)
         self.cancel_reason: CancelReason | None = None
         self._done: anyio.Event | None = None  # made for the first waiter, if any
         #: whether :meth:`finish` has run (set only by it; an attribute, read every turn)
@@ -196,7 +194,7 @@ class Turn:
         if self.finished:
             raise IllegalTransition("turn", "finished", "finish")
         self.finished = True
-        if self.cancel_reason is not None:
+        if self.cancelled:
             self._stop_reason = "cancelled"
         else:
             self._stop_reason = stop_reason
@@ -395,10 +393,9 @@ class TurnHandle:
 
         Returns what history keeps of it: its JSON text, or packed if large.
         """
-        log = self._log
-        if log.stop_reason is not None or log.interrupted:  # not log.open (inlined)
+        if not self._log.open:
             raise IllegalTransition("turn history", "committed", "record")
-        raw = log.append(update, encoded)
+        raw = self._log.append(update, encoded)
         if self._sink is not None:
             self._sink.turn_event(self._log.turn_id, raw)
         return raw
@@ -406,7 +403,7 @@ class TurnHandle:
     def commit(self, stop_reason: str) -> None:
         if stop_reason not in STOP_REASONS:
             raise ValueError(f"not a v1 stop reason: {stop_reason!r}")
-        if self._log.stop_reason is not None or self._log.interrupted:  # not open
+        if not self._log.open:
             raise IllegalTransition("turn history", "committed", "commit")
         self._log.stop_reason = stop_reason
         self._history._closed(self)

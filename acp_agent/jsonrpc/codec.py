@@ -132,10 +132,7 @@ _PARTS: Final = {"session/update": notification_json_parts("session/update")}
 
 def encode_result(id: RequestId, result: Any, *, default: Default | None = None) -> bytes:
     """A success response frame (``result`` is always written, ``null`` included)."""
-    try:  # as ``encode`` (inlined: one of these per request)
-        return orjson.dumps({"jsonrpc": "2.0", "id": id, "result": result}, default, _OPTIONS)
-    except orjson.JSONEncodeError as exc:
-        raise TypeError(f"cannot encode a JSON-RPC frame: {exc}") from exc
+    return encode({"jsonrpc": "2.0", "id": id, "result": result}, default=default)
 
 
 def encode_error(

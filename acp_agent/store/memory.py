@@ -242,9 +242,8 @@ class MemorySessionStore:
         end: str | None,
     ) -> None:
         # Every turn step of this store, synchronous: begin, append, end, in that order.
-        # a JSON text (the common item) is kept as it is, without a call
-        begun = [u if type(u) is str else _body(u) for u in begin] if begin is not None else None
-        bodies = [u if type(u) is str else _body(u) for u in updates]
+        begun = [_body(u) for u in begin] if begin is not None else None
+        bodies = [_body(u) for u in updates]
         if self._closed:
             raise anyio.ClosedResourceError
         session = self._session(session_id)

@@ -1164,9 +1164,8 @@ class SqliteSessionStore:
     ) -> bool:
         """A small ``write_turn`` queued at once (see ``ImmediateTurnWrites``); ``False``
         when it must go to the worker thread."""
-        # a JSON text (the common item) is kept as it is, without a call
-        begun = [u if type(u) is str else _body(u) for u in begin] if begin is not None else None
-        bodies = [u if type(u) is str else _body(u) for u in updates]
+        begun = [_body(u) for u in begin] if begin is not None else None
+        bodies = [_body(u) for u in updates]
         return self._queue_inline(session_id, turn_id, begun, bodies, end)
 
     def _write_sync(
