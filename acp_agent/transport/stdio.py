@@ -73,7 +73,7 @@ class StdioTransport:
         self._chunk_size = chunk_size
         self._closefd = closefd
         self._send_lock = anyio.Lock()
-        self._sending = False  # a send holds the lock (read by try_send without a call)
+        self._senders = 0  # sends holding or waiting for the lock: try_send waits for them
         self._saved_blocking: dict[int, bool] = {}
         self._receiving = False
         self._closed = False
@@ -207,21 +207,21 @@ class StdioTransport:
 
     async def send(self, data: bytes) -> None:
         """Write all of ``data``, waiting while the descriptor is full."""
-        async with self._send_lock:
-            if self._closed:
-                raise anyio.ClosedResourceError
-            if self._torn:
-                raise anyio.BrokenResourceError(
-                    "an earlier send stopped part-way through; the byte stream is torn"
-                )
-            fd = self._write_fd
-            self._make_nonblocking(fd)
-            self._sending = True
-            try:
+        self._senders += 1
+        try:
+            async with self._send_lock:
+                if self._closed:
+                    raise anyio.ClosedResourceError
+                if self._torn:
+                    raise anyio.BrokenResourceError(
+                        "an earlier send stopped part-way through; the byte stream is torn"
+                    )
+                fd = self._write_fd
+                self._make_nonblocking(fd)
                 with memoryview(data) as view:
                     await self._write_all(fd, view)
-            finally:
-                self._sending = False
+        finally:
+            self._senders -= 1
 
     def try_send(self, data: bytes) -> int:
         """Write what the descriptor takes right now, without waiting; return the count.
@@ -233,7 +233,7 @@ class StdioTransport:
             raise anyio.ClosedResourceError
         if self._torn:
             raise anyio.BrokenResourceError("the byte stream is torn")
-        if self._sending:
+        if self._senders:
             return 0
         fd = self._write_fd
         if fd not in self._saved_blocking:

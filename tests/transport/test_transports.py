@@ -287,6 +287,21 @@ async def test_stdio_cancelled_send_before_any_byte_leaves_stream_intact() -> No
         assert await receive_exactly(b, 3) == b"ok\n"
 
 
+async def test_stdio_try_send_waits_while_a_send_holds_or_waits_for_the_lock() -> None:
+    big = b"x" * (4 * 1024 * 1024) + b"\n"  # more than a pipe holds: the send blocks
+    async with pipe_pair() as (a, b), anyio.create_task_group() as tg:
+        tg.start_soon(a.send, big)
+        await wait_all_tasks_blocked()
+        tg.start_soon(a.send, b"second\n")  # waits for the lock behind the first
+        await wait_all_tasks_blocked()
+        # Both sends' bytes go first: nothing may be written between them.
+        assert a.try_send(b"third\n") == 0
+        got = await receive_exactly(b, len(big) + len(b"second\n"))
+        assert got.endswith(b"x\nsecond\n")
+        assert a.try_send(b"third\n") == len(b"third\n")
+        assert await receive_exactly(b, len(b"third\n")) == b"third\n"
+
+
 async def test_stdio_fast_reads_still_let_others_run() -> None:
     async with pipe_pair(chunk_size=1) as (a, b):
         await a.send(b"x" * 50)
