@@ -402,6 +402,24 @@ def journal_files(db: Path) -> list[Path]:
     return sorted(directory.iterdir()) if directory.exists() else []
 
 
+def short_journal_writes(
+    monkeypatch: pytest.MonkeyPatch, store: SqliteSessionStore, count: int
+) -> list[int]:
+    """Make the store's next ``count`` journal writes take half their record (a full disk);
+    the list returned holds how many are still to come."""
+    real_write = os.write
+    left = [count]
+
+    def short_write(fd: int, data: bytes) -> int:
+        if fd == store._segment_fd and left[0]:
+            left[0] -= 1
+            return real_write(fd, data[: len(data) // 2])
+        return real_write(fd, data)
+
+    monkeypatch.setattr(sqlite_store.os, "write", short_write)
+    return left
+
+
 def queued_rows(db: Path) -> int:
     """The writes that are journaled (or queued by schema 3) and not applied yet."""
     count = int(raw(db, "SELECT count(*) FROM queued_writes")[0][0])
@@ -433,7 +451,7 @@ async def test_a_short_turn_write_is_queued_and_applied_once_by_whichever_instan
             )
         await first.begin_turn("s", "open", [{"p": 5}])
         await first.append_updates("s", "open", [{"u": 5}])
-        # Durable (committed rows) but not applied: the process could be killed now.
+        # Durable (journaled) but not applied: the process could be killed now.
         assert queued_rows(db) == 7
         assert raw(db, "SELECT count(*) FROM turns") == [(0,)]
 
@@ -592,19 +610,9 @@ async def test_a_failed_journal_write_is_cut_off_and_the_write_goes_to_the_datab
         await store.write_turn("s", "t0", begin=[{"p": 0}], end="end_turn")
         [segment] = journal_files(db)
         whole = segment.stat().st_size
-        real_write = os.write
-        failures = 1
-
-        def short_write(fd: int, data: bytes) -> int:
-            nonlocal failures
-            if fd == store._segment_fd and failures:
-                failures -= 1
-                return real_write(fd, data[: len(data) // 2])  # the disk filled up
-            return real_write(fd, data)
-
-        monkeypatch.setattr(sqlite_store.os, "write", short_write)
+        short = short_journal_writes(monkeypatch, store, 1)
         await store.write_turn("s", "t1", begin=[{"p": 1}], end="end_turn")
-        assert failures == 0
+        assert short == [0]  # it was made
         assert segment.stat().st_size == whole  # the half record is cut off
         await store.write_turn("s", "t2", begin=[{"p": 2}], end="end_turn")  # journaled
         assert queued_rows(db) == 1
@@ -690,14 +698,7 @@ async def test_when_no_fresh_segment_can_be_made_the_current_one_goes_on(
         whole = segment.stat().st_size
         assert whole > 200
         assert "could not create a journal segment" in caplog.text
-        real_write = os.write
-
-        def short_write(fd: int, data: bytes) -> int:
-            if fd == store._segment_fd:
-                return real_write(fd, data[:5])
-            return real_write(fd, data)
-
-        monkeypatch.setattr(sqlite_store.os, "write", short_write)
+        short_journal_writes(monkeypatch, store, 1)
         await store.write_turn("s", "t5", begin=[{"p": 5}], end="end_turn")
         # Cut back to the last whole record, not to the start of the segment.
         assert segment.stat().st_size == whole
