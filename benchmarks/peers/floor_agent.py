@@ -14,9 +14,8 @@ With ``--sqlite`` it is the *durable floor*: before answering a prompt, it commi
 prompt, the texts it sent and its stop reason) as one row of a WAL-mode SQLite file in one
 transaction, with ``synchronous=NORMAL`` and WAL checkpoints on a background thread, which
 then also makes the first commit after each (the one that syncs the restarted WAL's header),
-as acp-agent's store does. One row per turn is about the least an agent that keeps its
-sessions in SQLite can write; the benchmark uses it to show what that costs on top of the
-floor.
+as acp-agent's store does. The benchmark uses it to show what one SQLite commit per turn
+costs on top of the floor.
 """
 
 from __future__ import annotations
