@@ -5,7 +5,9 @@ executes for the same work does not. Each agent runs once under valgrind's callg
 its threads counted), driven by the benchmark driver's own client: after warm-up turns and
 once the agent has been idle for a second (so that work it does when quiet, such as
 acp-agent's model build, is left out), the counters are zeroed (`callgrind_control --zero`),
-the measured turns run, and the counters are dumped (`callgrind_control --dump`). The
+the measured turns run, a `session/list` request makes the agent finish the store work they
+left for later (acp-agent applies its journal before any store call), and the counters are
+dumped (`callgrind_control --dump`). The
 report gives instructions per `/echo hi` turn (S2) and per `fs/read_text_file` round trip
 (S4), and each agent's ratio to the SDK's agent and to the floor, in
 `benchmarks/INSTRUCTIONS.md`.
@@ -32,6 +34,7 @@ from pathlib import Path
 from benchmarks.driver import (
     BENCH_DIR,
     QUICK,
+    AgentProcess,
     AgentResult,
     AgentSpec,
     agent_environment,
@@ -41,6 +44,7 @@ from benchmarks.driver import (
     parse_agent,
     scenario_reads,
     turn,
+    wait_response,
 )
 
 WARMUP_TURNS = 50
@@ -86,6 +90,18 @@ async def _wait_idle(pid: str, limit: float = 600.0) -> None:
         last = now
 
 
+async def _settle(agent: AgentProcess) -> None:
+    """Have the agent finish the store work its turns left for later, now.
+
+    acp-agent's SQLite store applies journaled turn writes in the background, after 50 ms of
+    quiet; under valgrind that timer may not fire before the next measured window does. Any
+    store call applies them first, so a ``session/list`` makes that work part of the window
+    whose turns caused it. An agent without ``session/list`` answers with an error: fine.
+    """
+    future, _ = agent.send_request("session/list", {})
+    await wait_response(future, SETTINGS.turn_timeout, "session/list")
+
+
 def _control(*args: str) -> None:
     subprocess.run(["callgrind_control", *args], check=True, capture_output=True, timeout=120)
 
@@ -103,14 +119,17 @@ async def measure(spec: AgentSpec, home: str) -> dict[str, float]:
         pid = str(agent.transport.get_pid()) if agent.transport is not None else ""
         for _ in range(WARMUP_TURNS):
             await turn(agent, session_id, "/echo hi", SETTINGS.turn_timeout)
+        await _settle(agent)
         await _wait_idle(pid)
         _control("--zero", pid)
         for _ in range(TURNS):
             await turn(agent, session_id, "/echo hi", SETTINGS.turn_timeout)
+        await _settle(agent)
         _control("--dump=s2", pid)
         await _wait_idle(pid)
         reads = AgentResult(spec)
         await scenario_reads(agent, session_id, SETTINGS, reads)
+        await _settle(agent)
         _control("--dump=s4", pid)
         return {"s2": _counted(out, "s2") / TURNS, "s4": _counted(out, "s4") / READS}
     finally:
@@ -136,7 +155,8 @@ def render(
         "counted; `PYTHONHASHSEED=0`",
         f"- S2: {TURNS} `/echo hi` turns after {WARMUP_TURNS} unmeasured ones and a quiet second; "
         f"S4: one `/read bench.txt {READS}` turn after another quiet second, the driver "
-        "answering each read at once",
+        "answering each read at once; each window ends with a `session/list` request, so "
+        "that store work left for later (acp-agent's journal apply) is counted in it",
         "",
         "Agents:",
         "",
