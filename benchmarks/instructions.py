@@ -1,7 +1,7 @@
 """`python -m benchmarks.instructions`: instructions per S2 turn and per S4 read, under callgrind.
 
 Timings on a shared machine move from run to run; the number of instructions a process
-executes for the same work does not. Each agent runs once under valgrind's callgrind (all of
+executes for the same work hardly does. Each agent runs once under valgrind's callgrind (all of
 its threads counted), driven by the benchmark driver's own client: after warm-up turns and
 once the agent has been idle for a second (so that work it does when quiet, such as
 acp-agent's model build, is left out), the counters are zeroed (`callgrind_control --zero`),
@@ -179,7 +179,7 @@ def render(
     lines += [
         "",
         "Instructions executed by the agent process (user space, all threads), per operation;",
-        "fewer is better. Unlike the timings in RESULTS.md, these do not move with the load on",
+        "fewer is better. Unlike the timings in RESULTS.md, they hardly move with the load on",
         "the machine; they leave out what the kernel does for the pipes.",
         "",
     ]
