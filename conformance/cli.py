@@ -16,6 +16,7 @@ from typing import Any
 from . import checks  # noqa: F401  (registers every check)
 from .registry import REGISTRY, Options
 from .runner import Runner, selected, summary_lines, verdict
+from .schema import Schema
 
 USAGE = "python -m conformance [options] -- AGENT_COMMAND [ARGS...]"
 
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--schema",
         metavar="PATH",
         help="the official ACP v1 schema.json (default: $ACP_SCHEMA_DIR/schema.json, else "
-        "../shared/acp-schema/v1/schema.json beside this repository)",
+        "the copy shipped in the package)",
     )
     p.add_argument("--list", action="store_true", help="list the checks and exit")
     p.add_argument("agent", nargs=argparse.REMAINDER, help="the agent command, after --")
@@ -81,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not checks_:
         print(f"no check matches {args.only}", file=sys.stderr)
+        return 2
+    try:
+        Schema(args.schema)
+    except (OSError, ValueError, KeyError) as exc:
+        reason = f"{exc.filename}: {exc.strerror}" if getattr(exc, "strerror", None) else exc
+        print(f"conformance: the ACP schema cannot be read: {reason}", file=sys.stderr)
         return 2
     opts = Options(
         argv=command,

@@ -1,7 +1,7 @@
 """The official ACP v1 JSON Schema, as a frame validator for the conformance client.
 
-Owns: finding and loading the official `schema.json` (never copied into this project: see
-`find_schema`), the method tables derived from its
+Owns: finding and loading the official `schema.json` (the copy vendored in `schemas/acp/` and
+shipped in the package, see `find_schema`), the method tables derived from its
 `x-method` / `x-side` markers, per-type validators (built once, reused), the check of one wire
 frame in either direction, and the unknown-root-key sweep (R-EXT-3).
 
@@ -18,17 +18,17 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from acp_agent.protocol.vendor import official_schema
+
 SCHEMA_ENV = "ACP_SCHEMA_DIR"
 
 
 def find_schema() -> Path:
     """The official ACP v1 ``schema.json``: ``$ACP_SCHEMA_DIR/schema.json`` if set, else
-    the copy published beside this repository (``../shared/acp-schema/v1/``)."""
+    the copy shipped in the package (``acp_agent/protocol/official_schema/v1/``)."""
     override = os.environ.get(SCHEMA_ENV)
     candidates = [Path(override) / "schema.json"] if override else []
-    candidates.append(
-        Path(__file__).resolve().parents[2] / "shared" / "acp-schema" / "v1" / "schema.json"
-    )
+    candidates.append(official_schema())
     for path in candidates:
         if path.is_file():
             return path

@@ -1,4 +1,4 @@
-"""Shared fixtures of the protocol tests: the official schema (skipped when ../shared is absent)."""
+"""Shared fixtures of the protocol tests: the official schema, from the vendored copy."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
+from acp_agent.protocol import vendor
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "wire"
 
 
 def schema_dir() -> Path:
     env = os.environ.get("ACP_SCHEMA_DIR")
-    return Path(env) if env else REPO.parent / "shared" / "acp-schema" / "v1"
+    return Path(env) if env else vendor.official_schema().parent
 
 
 @pytest.fixture(scope="session")
