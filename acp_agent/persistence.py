@@ -1,0 +1,215 @@
+"""Persistence glue: queues each turn's steps as History reports them and writes them
+to the :class:`~acp_agent.store.SessionStore` in order, in batches, off the turn's path.
+
+It owns the write queue (:class:`Persister`), one batch of a turn's consecutive steps
+(:class:`TurnBatch`) and the per-session :class:`~acp_agent.session.TurnSink` handed to
+``History`` (:class:`SessionSink`). It does not know ACP, JSON-RPC or the session
+objects; the store itself lives in :mod:`acp_agent.store`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from ._loop import Soon, soon
+from .errors import InternalError
+from .store import ImmediateTurnWrites, JsonText, PackedJson, SessionStore
+
+log = logging.getLogger("acp_agent.server")
+
+
+class TurnBatch:
+    """Consecutive steps of one turn, written to the store in one ``write_turn``."""
+
+    __slots__ = ("begin", "count", "end", "sealed", "session_id", "turn_id", "updates")
+
+    def __init__(self, session_id: str, turn_id: str) -> None:
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.begin: list[Any] | None = None
+        self.updates: list[Any] = []
+        self.end: str | None = None
+        self.count = 0  # how many pushes this batch holds
+        self.sealed = False  # being written: later pushes start a new batch
+
+
+class Persister:
+    """Writes turns to the store in order, off the turn's hot path, in batches.
+
+    :class:`~acp_agent.session.History` reports a turn's start and events
+    synchronously as updates are sent; they queue here and one task writes them.
+    Consecutive steps of the same turn merge into one store call (one transaction),
+    so a short turn costs one write. ``sync()`` waits until everything queued so far
+    is durable.
+    """
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._soon: Soon | None = None  # loop.call_soon on asyncio (set by run)
+        self._check_scheduled = False
+        self._batches: deque[TurnBatch] = deque()
+        self._queued = 0
+        self._done = 0
+        self._wake = anyio.Event()
+        self._progress: anyio.Event | None = None  # made by the first ``sync`` that waits
+        self._busy = False  # a write_turn is in progress
+        self.failed: BaseException | None = None
+        self._write_now = store.write_turn_now if isinstance(store, ImmediateTurnWrites) else None
+
+    def sink_for(self, session_id: str) -> SessionSink:
+        return SessionSink(self, session_id)
+
+    def _batch(self, session_id: str, turn_id: str, *, fresh: bool = False) -> TurnBatch:
+        if self._batches and not fresh:
+            last = self._batches[-1]
+            if (
+                not last.sealed
+                and last.end is None
+                and last.session_id == session_id
+                and last.turn_id == turn_id
+            ):
+                return last
+        batch = TurnBatch(session_id, turn_id)
+        self._batches.append(batch)
+        if self._soon is None:
+            self._wake.set()
+        elif not self._check_scheduled:
+            # The writer task is woken on the loop's next pass only if the batch is still
+            # waiting then: a short turn has written it itself by then (see sync_now).
+            self._check_scheduled = True
+            self._soon(self._check)
+        return batch
+
+    def _check(self) -> None:
+        self._check_scheduled = False
+        if self._batches and not self._busy:
+            self._wake.set()
+
+    # Each push counts itself (batch.count, _queued): inline, as they run for every update.
+
+    def begin(self, session_id: str, turn_id: str, prompt: list[Any]) -> None:
+        batch = self._batch(session_id, turn_id, fresh=True)
+        batch.begin = prompt
+        batch.count += 1
+        self._queued += 1
+
+    def append(self, session_id: str, turn_id: str, update: Any) -> None:
+        batch = self._batch(session_id, turn_id)
+        batch.updates.append(update)
+        batch.count += 1
+        self._queued += 1
+
+    def end(self, session_id: str, turn_id: str, stop_reason: str) -> None:
+        batch = self._batch(session_id, turn_id)
+        batch.end = stop_reason
+        batch.count += 1
+        self._queued += 1
+
+    async def sync(self) -> None:
+        """Wait until everything queued so far is durable.
+
+        The caller writes what is queued itself when no write is in progress: a turn
+        that ends costs one store call, not a wake-up of the writer task and another
+        of the turn.
+        """
+        target = self._queued
+        while self._done < target:
+            if self.failed is not None:
+                break
+            if not self._busy and self._batches:
+                await self._write_next()
+                continue
+            if self._progress is None:
+                self._progress = anyio.Event()
+            await self._progress.wait()
+        if self.failed is not None:
+            raise InternalError("the session store failed; see the agent's log")
+
+    def sync_now(self) -> bool:
+        """Make everything queued durable here and now, if the store can do that without
+        waiting (see ``ImmediateTurnWrites``): True when done, False when ``sync`` is
+        needed for the rest. Raises like ``sync`` when the store has failed."""
+        write_now = self._write_now
+        while self._batches and write_now is not None and not self._busy:
+            batch = self._batches[0]
+            try:
+                written = write_now(
+                    batch.session_id,
+                    batch.turn_id,
+                    begin=batch.begin,
+                    updates=batch.updates,
+                    end=batch.end,
+                )
+            except Exception as exc:
+                self._failed(batch, exc)
+                written = True
+            if not written:
+                break
+            self._written(batch)
+        if self.failed is not None:
+            raise InternalError("the session store failed; see the agent's log")
+        return self._done == self._queued
+
+    async def run(self) -> None:
+        """Write batches in the background (long turns stream to the store as they go)."""
+        self._soon = soon()
+        while True:
+            if self._busy or not self._batches:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+                continue
+            await self._write_next()
+
+    async def _write_next(self) -> None:
+        batch = self._batches[0]
+        batch.sealed = True  # later pushes for this turn start a new batch
+        self._busy = True
+        try:
+            await self.store.write_turn(
+                batch.session_id,
+                batch.turn_id,
+                begin=batch.begin,
+                updates=batch.updates,
+                end=batch.end,
+            )
+        except Exception as exc:
+            self._failed(batch, exc)
+        finally:
+            self._busy = False
+            self._written(batch)
+
+    def _failed(self, batch: TurnBatch, exc: Exception) -> None:
+        # The store is broken: fail the turns that wait on it.
+        log.error("session store write failed for %s", batch.session_id, exc_info=exc)
+        self.failed = exc
+
+    def _written(self, batch: TurnBatch) -> None:
+        batch.sealed = True
+        self._batches.popleft()
+        self._done += batch.count
+        progress, self._progress = self._progress, None
+        if progress is not None:
+            progress.set()
+        if self._batches:
+            self._wake.set()
+
+
+@dataclass(slots=True)
+class SessionSink:
+    persister: Persister
+    session_id: str
+
+    def turn_started(self, turn_id: str, prompt_updates: Sequence[JsonText | PackedJson]) -> None:
+        self.persister.begin(self.session_id, turn_id, list(prompt_updates))
+
+    def turn_event(self, turn_id: str, update: JsonText | PackedJson) -> None:
+        self.persister.append(self.session_id, turn_id, update)
+
+
+__all__ = ["Persister", "SessionSink", "TurnBatch"]

@@ -1,0 +1,254 @@
+"""Prompt turns: ``session/prompt`` and ``session/cancel``.
+
+It owns taking the one prompt slot of a session (refused at once or queued FIFO by
+``busy_policy``), parsing the prompt, running the agent's turn with its optional time
+limit, and the turn's one authoritative end, written after the turn is durable.
+It does not create or close sessions (:mod:`.lifecycle`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from ..agent import PromptTurn
+from ..client import SessionClient
+from ..connection import RequestContext
+from ..errors import (
+    InternalError,
+    InvalidParams,
+    PathOutsideRoots,
+    PromptAlreadyActive,
+    RequestError,
+    ResourceNotFound,
+    TurnTimeout,
+)
+from ..protocol.wire import plain_text_prompt
+from ..session import STOP_REASONS, CancelReason, Session, Turn
+from .base import JSON, ParsedPrompt, ServerBase, log, params_object, require_session_id
+
+
+class PromptTurns(ServerBase):
+    """Run one prompt turn at a time per session."""
+
+    def _enqueue_waiter(self, session: Session) -> anyio.Event:
+        waiter = anyio.Event()
+        self._waiting.setdefault(session.session_id, deque()).append(waiter)
+        return waiter
+
+    async def _acquire_slot(
+        self, session: Session, turn: Turn, waiter: anyio.Event | None = None
+    ) -> None:
+        """Take the slot, refusing at once or waiting in FIFO order (``busy_policy``).
+
+        ``waiter`` is a place in the queue taken at arrival (by :meth:`_claim_slot`).
+        """
+        if waiter is not None:
+            try:
+                await waiter.wait()
+            finally:
+                queue = self._waiting.get(session.session_id)
+                if queue is not None and waiter in queue:
+                    queue.remove(waiter)
+        while not session.slot.try_start(turn):
+            if session.closed or session.session_id not in self.sessions:
+                raise ResourceNotFound(
+                    f"Session {session.session_id!r} is closed",
+                    data={"sessionId": session.session_id},
+                )
+            if self.busy_policy == "reject":
+                raise PromptAlreadyActive(
+                    f"A prompt is already active for session {session.session_id}"
+                )
+            waiter = self._enqueue_waiter(session)
+            try:
+                await waiter.wait()
+            finally:
+                queue = self._waiting.get(session.session_id)
+                if queue is not None and waiter in queue:
+                    queue.remove(waiter)
+
+    def _drop_waiter(self, session: Session, waiter: anyio.Event) -> None:
+        queue = self._waiting.get(session.session_id)
+        if queue is not None and waiter in queue:
+            was_first = queue[0] is waiter
+            queue.remove(waiter)
+            if was_first and waiter.is_set():
+                self._wake_next(session)
+
+    def _wake_next(self, session: Session) -> None:
+        queue = self._waiting.get(session.session_id)
+        if queue:
+            queue.popleft().set()
+
+    def _claim_slot(self, params: Any, ctx: RequestContext) -> None:
+        """Take the prompt slot in arrival order (run by the receive loop, not a task).
+
+        A ``session/cancel`` or ``session/close`` read right after this prompt then
+        finds its turn, even if the prompt's handler task has not started yet.
+        """
+        if not self.initialized or not isinstance(params, dict):
+            return
+        session_id = params.get("sessionId")
+        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        if session is None:
+            return
+        turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
+        if session.slot.try_start(turn):
+            ctx.state["claim"] = (session, turn, session.last_turn, self._client(session))
+            session.last_turn = turn
+            ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
+        elif self.busy_policy == "queue" and not session.closed:
+            # Queue in arrival order, not in the order handler tasks happen to start.
+            ctx.state["waiter"] = (session, self._enqueue_waiter(session))
+
+    async def _parse_prompt(self, params: Any) -> ParsedPrompt:
+        """Validate the params: (params, the typed request or None, the blocks).
+
+        A prompt of plain text blocks (the common case) is checked here exactly, without
+        pydantic, and its typed model is left for :attr:`PromptTurn.request` to build if
+        the agent asks for it; anything else goes through the generated models.
+        """
+        raw = params_object(params)
+        if plain_text_prompt(raw):  # only text blocks: none needs a capability
+            return raw, None, raw["prompt"]
+        await self._models()
+        from ..protocol import PromptRequest
+        from ..protocol.wire import from_wire
+
+        request = from_wire(PromptRequest, raw)
+        blocks = raw["prompt"]
+        self._check_prompt_blocks(blocks)
+        return raw, request, blocks
+
+    async def _prompt(self, params: Any, ctx: RequestContext) -> JSON:
+        claim: tuple[Session, Turn, Turn | None, SessionClient] | None = ctx.state.pop(
+            "claim", None
+        )
+        if claim is None:
+            self._check_initialized()  # a claim is only made once initialized
+            return await self._prompt_unclaimed(params, ctx, ctx.state.pop("waiter", None))
+        session, turn, previous, client = claim
+        try:
+            parsed = await self._parse_prompt(params)
+            return await self._run_turn(session, client, turn, previous, parsed)
+        finally:
+            self._release(session, turn)
+
+    async def _prompt_unclaimed(
+        self, params: Any, ctx: RequestContext, queued: tuple[Session, anyio.Event] | None
+    ) -> JSON:
+        try:
+            session = self._live(require_session_id(params_object(params)))
+            parsed = await self._parse_prompt(params)
+        except BaseException:
+            if queued is not None:
+                self._drop_waiter(*queued)
+            raise
+        turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
+        waiter = queued[1] if queued is not None and queued[0] is session else None
+        await self._acquire_slot(session, turn, waiter)
+        try:
+            previous, session.last_turn = session.last_turn, turn
+            client = self.clients.get(session.session_id)
+            if client is None:
+                raise ResourceNotFound(
+                    f"Session {session.session_id!r} is closed",
+                    data={"sessionId": session.session_id},
+                )
+            ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
+            return await self._run_turn(session, client, turn, previous, parsed)
+        finally:
+            self._release(session, turn)
+
+    def _release(self, session: Session, turn: Turn) -> None:
+        if not turn.finished:
+            turn.finish(None)  # ended before it ran (bad params, closed session)
+        session.slot.end_if_current(turn)
+        if self._waiting:  # nobody waits, most of the time
+            self._wake_next(session)
+
+    async def _run_turn(
+        self,
+        session: Session,
+        client: SessionClient,
+        turn: Turn,
+        previous: Turn | None,
+        parsed: ParsedPrompt,
+    ) -> JSON:
+        if previous is not None and not previous.finished:
+            # A cancelled turn may still be unwinding: its history closes first.
+            await previous.done.wait()
+        params, request, blocks = parsed
+        handle = session.history.start_turn(turn.turn_id, blocks)
+        prompt_turn = PromptTurn(session, client, params, blocks, turn.turn_id, _request=request)
+        stop: str | None = None
+        error: RequestError | None = None
+        try:
+            with turn.scope:
+                if turn.cancelled:
+                    # The cancel (or close) arrived before the turn began: the prompt
+                    # is kept in history, the agent never runs it.
+                    pass
+                elif self.turn_timeout is None:
+                    stop = await self.agent.prompt(prompt_turn)
+                else:
+                    with anyio.fail_after(self.turn_timeout):
+                        stop = await self.agent.prompt(prompt_turn)
+            if stop is not None and stop not in STOP_REASONS:
+                log.error("agent returned an invalid stop reason %r", stop)
+                error, stop = (
+                    InternalError("The agent ended the turn with an invalid stop reason"),
+                    None,
+                )
+        except TimeoutError:
+            error = TurnTimeout(f"The prompt turn exceeded its {self.turn_timeout:g} s time limit")
+        except RequestError as exc:
+            error = exc
+        except PathOutsideRoots as exc:
+            # A path from the prompt that leaves the session's roots: bad input.
+            error = InvalidParams(str(exc))
+        except Exception:
+            log.exception("agent.prompt failed in session %s", session.session_id)
+            error = InternalError("The agent failed while handling the prompt")
+        finally:
+            final = "cancelled" if turn.cancelled else (stop if error is None else None)
+            if final is not None:
+                handle.commit(final)
+                self._persister.end(session.session_id, turn.turn_id, final)
+            else:
+                handle.abandon()
+                self._persister.end(session.session_id, turn.turn_id, "end_turn")
+            try:
+                # Durable before the answer: at once when the store can (no await, so
+                # nothing to shield), else waited for, shielded from this task's cancel.
+                if not self._persister.sync_now():
+                    with anyio.CancelScope(shield=True):
+                        await self._persister.sync()
+            finally:
+                turn.finish(final)
+        if final is None:
+            raise error if error is not None else InternalError("The turn ended without a result")
+        return {"stopReason": final}
+
+    def _cancel_turn(self, session: Session, turn: Turn, reason: CancelReason) -> None:
+        if session.slot.turn is turn:
+            session.slot.cancel()
+        turn.cancel(reason)
+
+    def _cancel(self, params: Any) -> None:
+        raw = params if isinstance(params, dict) else {}
+        session_id = raw.get("sessionId")
+        if not isinstance(session_id, str):
+            return
+        session = self.sessions.get(session_id)
+        if session is None:
+            return  # unknown or closed: a silent no-op
+        turn = session.slot.cancel()
+        if turn is not None:
+            turn.cancel(CancelReason.SESSION_CANCEL)
