@@ -1,4 +1,4 @@
-"""``python -m acp_agent``: the same as the ``acp-agent`` command (see :mod:`.cli`)."""
+"""``python -m acp_agent``: the same as the ``acp-agent-kit`` command (see :mod:`.cli`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``acp-agent``: the command line, and the composition root of the package (layer 6).
+"""``acp-agent-kit``: the command line, and the composition root of the package (layer 6).
 
 With no subcommand it serves an agent over stdio, for an editor to launch: the
 reference agent, or the language-model agent of :mod:`acp_agent.llm` when a model is
@@ -7,7 +7,7 @@ configured. Subcommands: ``chat`` (a terminal client for any ACP agent), ``demo`
 suite against any agent command).
 
 This module only wires things together. It imports what each path needs lazily, so
-``acp-agent`` starts fast and the serving path never imports rich.
+``acp-agent-kit`` starts fast and the serving path never imports rich.
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from typing import Any, Final, NoReturn
 from ._loop import BACKENDS
 
 EXIT_USAGE = 2
+
+#: the command (not `acp-agent`: an unrelated project on PyPI installs a command of that name)
+PROG: Final = "acp-agent-kit"
 
 SUBCOMMANDS = ("chat", "demo", "conformance")
 
@@ -49,7 +52,7 @@ EPILOG = """\
 subcommands:
   chat [--auto-approve|--auto-reject] [-- AGENT_COMMAND...]
                         talk to an ACP agent from the terminal (default agent:
-                        this server); `acp-agent chat --help` for more
+                        this server); `acp-agent-kit chat --help` for more
   demo [-- AGENT_COMMAND...]
                         run this server as a subprocess through a scripted
                         session and check every step
@@ -77,12 +80,12 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
     from . import __version__
 
     parser = argparse.ArgumentParser(
-        prog="acp-agent",
+        prog=PROG,
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"acp-agent {__version__}")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument(
         "--log-level",
         default=_env("log_level") or "WARNING",
@@ -212,7 +215,7 @@ def configure_logging(level: str, log_file: str | None) -> None:
 
 
 def fail(message: str) -> NoReturn:
-    print(f"acp-agent: {message}", file=sys.stderr)
+    print(f"{PROG}: {message}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
 
@@ -290,11 +293,11 @@ def run_demo(args: argparse.Namespace, rest: list[str]) -> int:
 
 def run_conformance(rest: list[str]) -> int:
     try:
-        from conformance.cli import main as conformance_main
+        from acp_agent_conformance.cli import main as conformance_main
     except ModuleNotFoundError as exc:
-        if exc.name != "conformance" and not str(exc.name).startswith("conformance."):
+        if not str(exc.name).startswith("acp_agent_conformance"):
             raise
-        fail("the conformance suite is not installed (the `conformance` package)")
+        fail("the conformance suite is not installed (the `acp_agent_conformance` package)")
     return int(conformance_main(rest))
 
 

@@ -917,7 +917,7 @@ def dependency_names() -> list[str]:
     """acp-agent's runtime dependencies (from its metadata or pyproject) plus the SDK."""
     requirements: list[str] = []
     try:
-        requirements = [r for r in metadata.requires("acp-agent") or [] if "extra ==" not in r]
+        requirements = [r for r in metadata.requires("acp-agent-kit") or [] if "extra ==" not in r]
     except metadata.PackageNotFoundError:
         with contextlib.suppress(ImportError, OSError, KeyError):
             tomllib = importlib.import_module("tomllib")  # Python 3.11+

@@ -1,4 +1,4 @@
-"""`python -m conformance -- AGENT_COMMAND...`: see `cli.py`."""
+"""`python -m acp_agent_conformance -- AGENT_COMMAND...`: see `cli.py`."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""Command line: `python -m conformance [options] -- AGENT_COMMAND...`.
+"""Command line: `python -m acp_agent_conformance [options] -- AGENT_COMMAND...`.
 
 Owns: argument parsing, printing one line per check, the counts and the verdict, the JSON report
 and the exit code (0 iff conformant). Everything else lives in `runner.py`.
@@ -18,12 +18,12 @@ from .registry import REGISTRY, Options
 from .runner import Runner, selected, summary_lines, verdict
 from .schema import Schema
 
-USAGE = "python -m conformance [options] -- AGENT_COMMAND [ARGS...]"
+USAGE = "python -m acp_agent_conformance [options] -- AGENT_COMMAND [ARGS...]"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m conformance",
+        prog="python -m acp_agent_conformance",
         usage=USAGE,
         description="Black-box ACP v1 conformance suite for the agent side (stdio).",
     )

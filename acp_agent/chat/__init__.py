@@ -1,4 +1,4 @@
-"""The terminal client (layer 5): ``acp-agent chat`` and ``acp-agent demo``.
+"""The terminal client (layer 5): ``acp-agent-kit chat`` and ``acp-agent-kit demo``.
 
 An ACP *client* built on the project's own layers: :mod:`.connection` (a JSON-RPC
 peer on :mod:`acp_agent.jsonrpc` and a subprocess transport), :mod:`.workspace`
@@ -7,6 +7,6 @@ peer on :mod:`acp_agent.jsonrpc` and a subprocess transport), :mod:`.workspace`
 (rich output), :mod:`.lines` (reading the person's input), :mod:`.app` (the
 interactive chat) and :mod:`.demo` (a scripted, checked session).
 
-Nothing here is imported by the server: ``acp-agent`` loads it only for ``chat`` and
+Nothing here is imported by the server: ``acp-agent-kit`` loads it only for ``chat`` and
 ``demo``.
 """

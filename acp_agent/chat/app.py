@@ -1,4 +1,4 @@
-"""``acp-agent chat``: talk to any ACP agent from the terminal.
+"""``acp-agent-kit chat``: talk to any ACP agent from the terminal.
 
 The chat launches the agent command (this package's own server by default), opens
 one session in the working directory and then reads prompts: each line is sent as
@@ -46,7 +46,7 @@ LOCAL_COMMANDS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="acp-agent chat",
+        prog="acp-agent-kit chat",
         description="Talk to an ACP agent from the terminal. The agent command comes after "
         "`--` (default: this package's own server). Local commands: "
         + "; ".join(f"{k}: {v}" for k, v in LOCAL_COMMANDS.items())
@@ -283,7 +283,7 @@ def main(argv: Sequence[str], *, backend: Backend = "auto") -> int:
     args = build_parser().parse_args(own)
     cwd = os.path.realpath(args.cwd)
     if not os.path.isdir(cwd):
-        print(f"acp-agent chat: --cwd {args.cwd!r} is not a directory", file=sys.stderr)
+        print(f"acp-agent-kit chat: --cwd {args.cwd!r} is not a directory", file=sys.stderr)
         return 2
     approve = True if args.auto_approve else False if args.auto_reject else None
     app = ChatApp(
@@ -292,5 +292,5 @@ def main(argv: Sequence[str], *, backend: Backend = "auto") -> int:
     try:
         return int(run(app.run, backend=backend))
     except AcpError as exc:
-        print(f"acp-agent chat: {exc}", file=sys.stderr)
+        print(f"acp-agent-kit chat: {exc}", file=sys.stderr)
         return 1

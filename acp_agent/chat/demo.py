@@ -1,4 +1,4 @@
-"""``acp-agent demo``: one scripted session through the real server, checked step by step.
+"""``acp-agent-kit demo``: one scripted session through the real server, checked step by step.
 
 The demo starts ``python -m acp_agent --store memory`` as a subprocess (or the agent
 command given after ``--``, which must follow ``reference-agent.md``), connects to it
@@ -313,7 +313,7 @@ async def run_demo(
 def main(argv: Sequence[str], *, backend: Backend = "auto") -> int:
     own, command = split_command(argv)
     parser = argparse.ArgumentParser(
-        prog="acp-agent demo",
+        prog="acp-agent-kit demo",
         description="Run the server as a subprocess through one scripted session and check "
         "every step against the reference-agent contract. An agent command after `--` "
         "replaces the default `python -m acp_agent --store memory`.",

@@ -3,7 +3,7 @@
 Run it by hand::
 
     python -m acp_agent.llm.fake_server --port 0
-    acp-agent --model fake --base-url http://127.0.0.1:PORT/v1
+    acp-agent-kit --model fake --base-url http://127.0.0.1:PORT/v1
 
 It listens on 127.0.0.1 (anyio TCP listener, a minimal HTTP/1.1 with keep-alive and
 chunked transfer encoding, every SSE event flushed as it is written) and answers
@@ -595,7 +595,7 @@ async def _main(host: str, port: int) -> None:
         print(url, flush=True)
         print(
             f"fake model server listening on {url}\n"
-            f"try: acp-agent --model fake --base-url {url}\n"
+            f"try: acp-agent-kit --model fake --base-url {url}\n"
             "scenarios (put fake:<name> in a prompt): " + ", ".join(SCENARIOS),
             file=sys.stderr,
             flush=True,

@@ -54,7 +54,7 @@ import anyio.abc
 
 log = logging.getLogger("acp_agent.llm.mcp")
 
-EXTRA_HINT: Final = "install the optional dependency with: pip install 'acp-agent[llm]'"
+EXTRA_HINT: Final = "install the optional dependency with: pip install 'acp-agent-kit[llm]'"
 SEPARATOR: Final = "__"
 #: how long stopping a set of servers may take before the stragglers are cancelled
 CLOSE_BOUND: Final = 10.0

@@ -1,6 +1,6 @@
 """The reference agent: deterministic, no language model, every protocol feature.
 
-:class:`ReferenceAgent` is what ``acp-agent`` serves when no model is configured, and
+:class:`ReferenceAgent` is what ``acp-agent-kit`` serves when no model is configured, and
 the worked example of writing an agent with this library. It
 
 * advertises the slash commands of :mod:`.commands` (:meth:`ReferenceAgent.commands`);

@@ -1,6 +1,6 @@
 """The reference-agent commands on the official ACP Python SDK (`agent-client-protocol`, module
 `acp`), written as idiomatically as that SDK allows, so the conformance suite can be run against
-it: `python -m conformance -- python conformance/peers/sdk_agent.py`.
+it: `python -m acp_agent_conformance -- python conformance/peers/sdk_agent.py`.
 
 Implements /echo, /sleep, /write, /tools, /plan and /fail, the `ask` / `auto` modes (as session
 modes and as a `mode` select config option), and cancellation. Everything protocol-level is left

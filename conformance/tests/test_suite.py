@@ -1,6 +1,7 @@
 """The conformance suite against hand-written fixture agents: every key check can fail, and the
-correct fixture passes them all. The suite is driven through `conformance.cli.main`, in-process,
-with `--only` selecting the checks a breakage should trip."""
+correct fixture passes them all. The suite is driven through `acp_agent_conformance.cli.main`
+(this folder, as installed), in-process, with `--only` selecting the checks a breakage should
+trip."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conformance.cli import main
+from acp_agent_conformance.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BROKEN = [sys.executable, str(FIXTURES / "broken_agent.py")]

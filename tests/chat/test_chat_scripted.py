@@ -1,4 +1,4 @@
-"""``acp-agent chat`` with a piped stdin: prompts and permission answers line by line."""
+"""``acp-agent-kit chat`` with a piped stdin: prompts and permission answers line by line."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``acp-agent chat`` driven through a pseudo-terminal, as a person would use it."""
+"""``acp-agent-kit chat`` driven through a pseudo-terminal, as a person would use it."""
 
 from __future__ import annotations
 

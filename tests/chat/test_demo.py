@@ -1,4 +1,4 @@
-"""``acp-agent demo`` runs the real server through every step and exits 0."""
+"""``acp-agent-kit demo`` runs the real server through every step and exits 0."""
 
 from __future__ import annotations
 

@@ -94,7 +94,7 @@ def test_serving_imports_nothing_heavy_before_the_first_request() -> None:
     # first session).
     heavy = ["rich", "acp_agent.chat", "pydantic", "sqlite3", "platformdirs", "jsonrpcserver"]
     code = (
-        "import sys; sys.argv = ['acp-agent']\n"
+        "import sys; sys.argv = ['acp-agent-kit']\n"
         "import acp_agent.cli, acp_agent.runner, acp_agent.reference\n"
         f"loaded = [m for m in {heavy!r} if m in sys.modules]\n"
         "assert not loaded, loaded"
