@@ -19,7 +19,7 @@ import anyio
 
 from ._loop import Soon, soon
 from .errors import InternalError
-from .store import ImmediateTurnWrites, JsonText, PackedJson, SessionStore
+from .store import JsonText, PackedJson, SessionStore
 
 log = logging.getLogger("acp_agent.server")
 
@@ -60,7 +60,6 @@ class Persister:
         self._progress: anyio.Event | None = None  # made by the first ``sync`` that waits
         self._busy = False  # a write_turn is in progress
         self.failed: BaseException | None = None
-        self._write_now = store.write_turn_now if isinstance(store, ImmediateTurnWrites) else None
 
     def sink_for(self, session_id: str) -> SessionSink:
         return SessionSink(self, session_id)
@@ -132,26 +131,8 @@ class Persister:
             raise InternalError("the session store failed; see the agent's log")
 
     def sync_now(self) -> bool:
-        """Make everything queued durable here and now, if the store can do that without
-        waiting (see ``ImmediateTurnWrites``): True when done, False when ``sync`` is
-        needed for the rest. Raises like ``sync`` when the store has failed."""
-        write_now = self._write_now
-        while self._batches and write_now is not None and not self._busy:
-            batch = self._batches[0]
-            try:
-                written = write_now(
-                    batch.session_id,
-                    batch.turn_id,
-                    begin=batch.begin,
-                    updates=batch.updates,
-                    end=batch.end,
-                )
-            except Exception as exc:
-                self._failed(batch, exc)
-                written = True
-            if not written:
-                break
-            self._written(batch)
+        """True when everything queued is durable already, False when ``sync`` is needed.
+        Raises like ``sync`` when the store has failed."""
         if self.failed is not None:
             raise InternalError("the session store failed; see the agent's log")
         return self._done == self._queued
@@ -174,8 +155,8 @@ class Persister:
             await self.store.write_turn(
                 batch.session_id,
                 batch.turn_id,
-                begin=batch.begin,
-                updates=batch.updates,
+                begin=None if batch.begin is None else [_text(u) for u in batch.begin],
+                updates=[_text(u) for u in batch.updates],
                 end=batch.end,
             )
         except Exception as exc:
@@ -198,6 +179,10 @@ class Persister:
             progress.set()
         if self._batches:
             self._wake.set()
+
+
+def _text(item: JsonText | PackedJson) -> JsonText:
+    return item.text() if isinstance(item, PackedJson) else item
 
 
 @dataclass(slots=True)

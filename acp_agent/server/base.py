@@ -25,7 +25,7 @@ from ..connection import AgentSession, Dispatcher
 from ..errors import INVALID_REQUEST, AuthRequired, InvalidParams, RequestError, ResourceNotFound
 from ..persistence import Persister
 from ..session import Session
-from ..store import MemorySessionStore, SessionStore
+from ..store import DEFAULT_OWNER, MemorySessionStore, SessionRecord, SessionStore
 
 if TYPE_CHECKING:
     from ..protocol import PromptRequest
@@ -107,8 +107,10 @@ class ServerBase:
         allow_outside_roots: bool = False,
         max_line: int = 64 * 1024 * 1024,
         dispatcher: type[Dispatcher] | None = None,
+        owner: str = DEFAULT_OWNER,
     ) -> None:
         self.agent = agent
+        self.owner = owner  # the principal whose sessions this connection sees
         self.store: SessionStore = store if store is not None else MemorySessionStore()
         self.busy_policy = busy_policy
         self.turn_timeout = turn_timeout
@@ -143,6 +145,18 @@ class ServerBase:
                 "The connection is not initialized: send initialize first",
                 code=INVALID_REQUEST,
             )
+
+    def _record(self, session: Session) -> SessionRecord:
+        """What the store keeps of a live session."""
+        return SessionRecord(
+            session_id=session.session_id,
+            cwd=session.cwd,
+            owner=self.owner,
+            additional_directories=session.additional_directories,
+            title=session.title,
+            mode_id=session.mode_id,
+            config=dict(session.config),
+        )
 
     def _live(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)

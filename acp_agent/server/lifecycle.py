@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.to_thread
+import orjson
 
 from ..connection import RequestContext
 from ..errors import InvalidParams, ResourceNotFound
@@ -64,6 +65,7 @@ class SessionLifecycle(ServerBase):
             SessionRecord(
                 session_id=session_id,
                 cwd=cwd,
+                owner=self.owner,
                 additional_directories=extra,
                 created_at=now,
                 updated_at=now,
@@ -90,7 +92,7 @@ class SessionLifecycle(ServerBase):
         cwd = check_absolute_dir(raw.get("cwd"), "cwd")
         extra = check_additional_directories(raw.get("additionalDirectories"))
         servers = check_mcp_servers(raw, self.agent)
-        record = await self.store.get(session_id)
+        record = await self.store.get(self.owner, session_id)
         if record is None:
             raise ResourceNotFound(
                 f"Session {session_id[:100]!r} not found", data={"sessionId": session_id[:200]}
@@ -99,9 +101,15 @@ class SessionLifecycle(ServerBase):
         if live is not None:
             await self._shutdown_session(live, CancelReason.CLOSE)
         await self._persister.sync()
-        stored = await self.store.load_history(session_id)
+        stored = await self.store.load_history(self.owner, session_id)
         turns = sanitize(
-            TurnLog(t.turn_id, list(t.updates), t.stop_reason, t.interrupted) for t in stored
+            TurnLog(
+                t.turn_id,
+                [orjson.loads(u) for u in t.updates],
+                t.stop_reason,
+                interrupted=t.stop_reason is None,
+            )
+            for t in stored
         )
         session = Session(
             session_id,
@@ -115,7 +123,7 @@ class SessionLifecycle(ServerBase):
         )
         self._init_state(session)
         if cwd != record.cwd or extra != record.additional_directories:
-            await self.store.update(session_id, cwd=cwd, additional_directories=extra)
+            await self.store.update(self._record(session))
         self._attach(session)
         await self.agent.load_session(session)
         return session, turns if replay else []
@@ -150,7 +158,7 @@ class SessionLifecycle(ServerBase):
             cwd = check_absolute_dir(cwd, "cwd")
         if cursor is not None and not isinstance(cursor, str):
             raise InvalidParams("cursor must be a string")
-        records, next_cursor = await self.store.list(cwd=cwd, cursor=cursor)
+        records, next_cursor = await self.store.list(self.owner, cwd=cwd, cursor=cursor)
         sessions: list[JSON] = []
         for r in records:
             item: JSON = {"sessionId": r.session_id, "cwd": r.cwd}
@@ -188,7 +196,7 @@ class SessionLifecycle(ServerBase):
         session_id = require_session_id(params_object(params))
         session = self.sessions.get(session_id)
         if session is None:
-            if await self.store.get(session_id) is None:
+            if await self.store.get(self.owner, session_id) is None:
                 raise ResourceNotFound(
                     f"Session {session_id[:100]!r} not found", data={"sessionId": session_id[:200]}
                 )
@@ -202,5 +210,5 @@ class SessionLifecycle(ServerBase):
         if session is not None:
             await self._shutdown_session(session, CancelReason.CLOSE)
         await self._persister.sync()
-        await self.store.delete(session_id)  # unknown ids succeed silently
+        await self.store.delete(self.owner, session_id)  # unknown ids succeed silently
         return {}

@@ -43,7 +43,7 @@ class ModesAndConfig(ServerBase):
         linked = self._linked_option(session)
         if linked is not None:
             session.config[linked["id"]] = mode_id
-        await self.store.update(session.session_id, mode_id=mode_id, config=dict(session.config))
+        await self.store.update(self._record(session))
         client = self._client(session)
         if announce_mode:
             await client.current_mode(mode_id)
@@ -73,6 +73,6 @@ class ModesAndConfig(ServerBase):
             await self._apply_mode(session, value, announce_mode=True)
         else:
             session.config[config_id] = value
-            await self.store.update(session.session_id, config=dict(session.config))
+            await self.store.update(self._record(session))
         await self.agent.config_changed(session, config_id, value)
         return {"configOptions": self._config_wire(session)}

@@ -12,24 +12,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from acp_agent.store.base import (
-    UNSET,
-    HistoryItem,
-    ImmediateTurnWrites,
+    DEFAULT_OWNER,
     JsonText,
-    PackedJson,
     SessionRecord,
     SessionStore,
     TurnRecord,
-    Unset,
 )
 from acp_agent.store.lazy import LazyStore
 from acp_agent.store.memory import MemorySessionStore
+from acp_agent.store.packed import PackedJson
 
 __all__ = [
     "DB_ENV_VAR",
-    "UNSET",
-    "HistoryItem",
-    "ImmediateTurnWrites",
+    "DEFAULT_OWNER",
     "JsonText",
     "LazyStore",
     "MemorySessionStore",
@@ -39,7 +34,6 @@ __all__ = [
     "SessionStore",
     "SqliteSessionStore",
     "TurnRecord",
-    "Unset",
     "default_db_path",
     "open_store",
 ]

@@ -1,30 +1,34 @@
-"""The session store interface: records, the ``SessionStore`` protocol and shared helpers.
+"""The session store interface: two records, seven methods, and helpers for implementations.
 
 This module owns what a stored ACP *session* looks like (``SessionRecord``), what a stored
-prompt turn looks like (``TurnRecord``), the async interface every store implements, and the
-small pieces both implementations share: timestamps, the list cursor and JSON encoding of
-history items.
+prompt turn looks like (``TurnRecord``) and the async interface every store implements
+(``SessionStore``), plus the small pieces implementations share: timestamps, the list cursor
+and the errors they raise. The contract suite in ``tests/store`` runs against every store;
+a new store is one more entry in its fixture.
 
-It deliberately knows nothing of JSON-RPC, the connection (``AgentSession``), pydantic or the
-ACP models: a history item is an opaque JSON-ready ``dict`` (in practice the exact ``update``
-object of a ``session/update`` notification) that goes in and comes back equal, after a round
-trip through orjson (so tuples come back as lists, exactly as they would on the wire).
+It deliberately knows nothing of JSON-RPC, the connection, pydantic or the ACP models.
+History is JSON text: each item is the text of one JSON object (in practice the ``update``
+of a ``session/update`` notification); a store keeps the text as given and returns it as
+given, never parsing it.
 
-Semantics every implementation keeps (the contract suite in ``tests/store`` checks them):
+Semantics every implementation keeps:
 
-- ``updated_at`` is bumped on every change, including turns; timestamps are fixed-width
-  ISO 8601 UTC strings (``2025-01-31T12:00:00.000000Z``), strictly increasing within one store
-  instance, so string order is time order.
-- ``list`` returns newest ``updated_at`` first, ties broken by ``session_id`` (descending), with
-  keyset pagination: a cursor names the last row of a page, so sessions inserted while a client
-  pages never make a row repeat. A session *changed* while a client pages moves to the front
-  and may be skipped by that walk.
-- A turn whose ``stop_reason`` is ``None`` and that is not open in *this* store instance is
-  reported ``interrupted`` (its process died mid-turn, or another process is running it).
-- Unknown sessions and turns raise ``ResourceNotFound`` naming the id; a duplicate session id
-  raises ``InvalidParams``; turn misuse (beginning a turn id twice, appending to or ending a turn
-  that has ended) raises ``IllegalTransition``; any call after ``aclose`` raises
-  ``anyio.ClosedResourceError``.
+- Every session belongs to an ``owner`` (the principal that created it; stdio uses
+  ``DEFAULT_OWNER``). ``get``, ``update``, ``list``, ``delete`` and ``load_history`` see
+  only the given owner's sessions: another owner's session is "not there". ``write_turn``
+  takes no owner: only a session already opened through ``get`` is written to.
+- Timestamps are fixed-width ISO 8601 UTC strings (``2025-01-31T12:00:00.000000Z``),
+  strictly increasing within one store instance (``Timestamps``), so text order is time
+  order. ``updated_at`` is bumped by ``update`` and by every ``write_turn``.
+- ``list`` returns newest ``updated_at`` first, ties broken by ``session_id`` (descending),
+  with keyset pagination: a cursor names the last row of a page, so sessions inserted while a
+  client pages never make a row repeat.
+- A duplicate session id raises ``InvalidParams``; an unknown session raises
+  ``ResourceNotFound`` naming it (except ``get`` and ``delete``, which answer ``None`` and
+  ``False``); ``write_turn`` raises ``IllegalTransition`` for a turn id begun twice or a
+  write to a turn that has ended, and ``ResourceNotFound`` for a turn never begun. A call
+  that raises changes nothing. Any call after ``aclose`` raises ``anyio.ClosedResourceError``.
+- Writes are durable when they return: a process killed afterwards loses none of them.
 """
 
 from __future__ import annotations
@@ -32,87 +36,33 @@ from __future__ import annotations
 import base64
 import binascii
 import builtins
-import enum
-import time
-import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol
 
 import orjson
 
 from acp_agent.errors import IllegalTransition, InvalidParams, ResourceNotFound
 
 __all__ = [
-    "UNSET",
+    "DEFAULT_OWNER",
     "Clock",
-    "HistoryItem",
-    "PackedJson",
+    "JsonText",
     "SessionRecord",
     "SessionStore",
+    "Timestamps",
     "TurnRecord",
-    "Unset",
 ]
+
+JsonText = str
+"""The text of one JSON object, kept and returned by a store exactly as given."""
 
 Clock = Callable[[], datetime]
 """Returns the current time as an aware ``datetime`` (tests pass a fake one)."""
 
-
-JsonText = str
-"""A history item already encoded as JSON text (a JSON object's text): stored as is,
-without decoding and re-encoding. History items are objects, so a ``str`` item is
-always such text."""
-
-
-@dataclass(frozen=True, slots=True)
-class PackedJson:
-    """A large history item's JSON text, zlib-compressed, as history keeps it.
-
-    History hands a large item (a pasted file, a big tool output) to the store in this form,
-    so that no second full-size copy of it lives while the turn runs: a store keeps it as it
-    is, or expands it in pieces (:meth:`pieces`). ``size`` is the length of the UTF-8 text.
-    """
-
-    data: bytes
-    size: int
-
-    @classmethod
-    def pack(cls, text: bytes | memoryview) -> PackedJson:
-        """Compress ``text`` (the UTF-8 JSON text of one object)."""
-        return cls(zlib.compress(text, 1), len(text))
-
-    def text(self) -> str:
-        return zlib.decompress(self.data).decode()
-
-    def load(self) -> Any:
-        return orjson.loads(zlib.decompress(self.data))
-
-    def pieces(self, size: int = 1 << 20) -> Iterator[bytes]:
-        """The UTF-8 text in pieces of at most ``size`` bytes."""
-        unpack = zlib.decompressobj()
-        data = self.data
-        while data:
-            piece = unpack.decompress(data, size)
-            data = unpack.unconsumed_tail
-            if piece:
-                yield piece
-        rest = unpack.flush()
-        if rest:
-            yield rest
-
-
-HistoryItem = dict[str, Any] | JsonText | PackedJson
-"""What a store takes as a history item: a JSON-ready dict, its JSON text, or packed."""
-
-
-class Unset(enum.Enum):
-    """The type of ``UNSET``: "this field was not given" in ``SessionStore.update``."""
-
-    UNSET = enum.auto()
-
-
-UNSET: Final = Unset.UNSET
+DEFAULT_OWNER: Final = "local"
+"""The owner of every session made over stdio (one person, one process)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,96 +71,58 @@ class SessionRecord:
 
     session_id: str
     cwd: str
+    owner: str = DEFAULT_OWNER
     additional_directories: tuple[str, ...] = ()
     title: str | None = None
-    created_at: str = ""
-    """ISO 8601 UTC; set by the store on ``create`` when empty."""
-    updated_at: str = ""
-    """ISO 8601 UTC; set on ``create`` when empty, bumped by the store on every change."""
     mode_id: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
-    """Config option id -> value."""
-    meta: Mapping[str, Any] = field(default_factory=dict)
-    """Free-form (for example the ``_meta`` reported by ``session/list``)."""
+    """Config option id -> value (JSON-ready)."""
+    created_at: str = ""
+    """Set by ``create`` when empty."""
+    updated_at: str = ""
+    """Set by ``create`` when empty; bumped by the store on every change."""
 
 
 @dataclass(frozen=True, slots=True)
 class TurnRecord:
-    """One prompt turn of a session, as loaded for ``session/load`` replay."""
+    """One prompt turn of a session, as ``load_history`` returns it."""
 
     turn_id: str
-    seq: int
-    """Order of the turn within its session, from 0."""
-    updates: tuple[dict[str, Any], ...]
-    """The user prompt chunks first, then everything sent during the turn, in order."""
+    updates: tuple[JsonText, ...]
+    """The user prompt's chunks first, then everything sent during the turn, in order."""
     stop_reason: str | None
-    """``None`` while running, or if the turn never ended."""
-    interrupted: bool
-    """``True`` when the turn never ended and is not open in this store instance."""
+    """``None`` if the turn never ended (still running elsewhere, or its process died)."""
 
 
 class SessionStore(Protocol):
-    """Durable ACP session state: records, prompt turns and their history.
+    """Durable ACP sessions: their records and their turn-by-turn history.
 
-    Every method may wait (they are all ``async``); none of them blocks the event loop.
+    Every method may wait; none blocks the event loop.
     """
 
     async def create(self, record: SessionRecord) -> SessionRecord:
-        """Store a new session and return it with its timestamps filled in.
-
-        Raises ``InvalidParams`` if ``record.session_id`` already exists.
-        """
+        """Store a new session; returns it with its timestamps filled in."""
         ...
 
-    async def get(self, session_id: str) -> SessionRecord | None:
-        """The session with this id, or ``None``."""
+    async def get(self, owner: str, session_id: str) -> SessionRecord | None:
+        """The owner's session with this id, or ``None``."""
         ...
 
-    async def update(
-        self,
-        session_id: str,
-        *,
-        title: str | Unset | None = UNSET,
-        mode_id: str | Unset | None = UNSET,
-        config: Mapping[str, Any] | Unset = UNSET,
-        meta: Mapping[str, Any] | Unset = UNSET,
-        cwd: str | Unset = UNSET,
-        additional_directories: Sequence[str] | Unset = UNSET,
-    ) -> SessionRecord:
-        """Change only the fields given, bump ``updated_at`` and return the new record.
-
-        With no field given nothing changes. Raises ``ResourceNotFound`` for an unknown id.
-        """
+    async def update(self, record: SessionRecord) -> SessionRecord:
+        """Replace the session's cwd, directories, title, mode and config with the record's
+        (its timestamps are ignored); bumps ``updated_at``; returns the stored record."""
         ...
 
     async def list(
-        self, *, cwd: str | None = None, cursor: str | None = None, limit: int = 50
+        self, owner: str, *, cwd: str | None = None, cursor: str | None = None, limit: int = 50
     ) -> tuple[builtins.list[SessionRecord], str | None]:
-        """One page of sessions, newest ``updated_at`` first, and the cursor of the next page.
-
-        The next cursor is ``None`` when no more sessions follow. ``cwd`` filters on exact
-        equality. A cursor this store did not produce raises ``InvalidParams``.
-        """
+        """One page of the owner's sessions, newest first, and the next page's cursor
+        (``None`` after the last page). ``cwd`` filters on equality. A cursor this store
+        did not make raises ``InvalidParams``."""
         ...
 
-    async def delete(self, session_id: str) -> bool:
-        """Remove the session and all its history; ``False`` if it did not exist."""
-        ...
-
-    async def begin_turn(
-        self, session_id: str, turn_id: str, prompt_updates: Sequence[dict[str, Any]]
-    ) -> None:
-        """Open a new turn holding the prompt's updates; durable when this returns."""
-        ...
-
-    async def append_updates(
-        self, session_id: str, turn_id: str, updates: Sequence[HistoryItem]
-    ) -> None:
-        """Append updates, in order, to a turn that has not ended (see ``HistoryItem``)."""
-        ...
-
-    async def end_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
-        """Record how a turn ended; durable when this returns."""
+    async def delete(self, owner: str, session_id: str) -> bool:
+        """Remove the session and its history; ``False`` if the owner has no such session."""
         ...
 
     async def write_turn(
@@ -218,17 +130,16 @@ class SessionStore(Protocol):
         session_id: str,
         turn_id: str,
         *,
-        begin: Sequence[HistoryItem] | None = None,
-        updates: Sequence[HistoryItem] = (),
+        begin: Sequence[JsonText] | None = None,
+        updates: Sequence[JsonText] = (),
         end: str | None = None,
     ) -> None:
-        """Several steps of one turn at once, in order: begin it (with ``begin``, the
-        prompt's updates), append ``updates``, end it (with ``end``, the stop reason).
-        One transaction; durable when this returns. The batching path of the server."""
+        """Steps of one turn, in this order, as one atomic write: begin the turn (``begin``
+        holds the prompt's items), append ``updates``, end it (``end`` is the stop reason)."""
         ...
 
-    async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
-        """Every turn of the session in order. Raises ``ResourceNotFound`` for an unknown id."""
+    async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
+        """Every turn of the session, in the order they began."""
         ...
 
     async def aclose(self) -> None:
@@ -236,35 +147,9 @@ class SessionStore(Protocol):
         ...
 
 
-@runtime_checkable
-class ImmediateTurnWrites(Protocol):
-    """What a store may add to :class:`SessionStore`: a turn write made at once, if it can.
-
-    The server's end of a turn calls it first, so that a short turn is durable without
-    any wait (and without the shielded wait it would otherwise need); a store without
-    it, or one that answers ``False``, is simply awaited.
-    """
-
-    def write_turn_now(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[HistoryItem] | None = None,
-        updates: Sequence[HistoryItem] = (),
-        end: str | None = None,
-    ) -> bool:
-        """``write_turn``, done and durable before this returns, if that needs no waiting
-        (no lock, no I/O to wait for); ``False``, with nothing written, otherwise: the
-        caller then awaits ``write_turn``, which also reports any error the store could
-        not decide at once. May raise what ``write_turn`` raises."""
-        ...
-
-
-# --- helpers shared by the implementations ------------------------------------------------
+# --- helpers for implementations ------------------------------------------------------------
 
 _TS_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
-_SECOND_FORMAT: Final = "%Y-%m-%dT%H:%M:%S"
 
 
 def system_clock() -> datetime:
@@ -274,43 +159,24 @@ def system_clock() -> datetime:
 class Timestamps:
     """Fixed-width ISO 8601 UTC timestamps, strictly increasing within one instance."""
 
-    __slots__ = ("_clock", "_last", "_last_micros", "_prefix", "_second", "now")
+    __slots__ = ("_clock", "_last")
 
     def __init__(self, clock: Clock | None = None) -> None:
         self._clock = clock or system_clock
         self._last: datetime | None = None
-        self._last_micros = 0
-        self._second = -1
-        self._prefix = ""
-        #: the next timestamp (bound once: called for every stored turn)
-        self.now: Callable[[], str] = (
-            self._now_system if self._clock is system_clock else self._now_clock
-        )
 
-    def _now_clock(self) -> str:
+    def now(self) -> str:
         current = self._clock().astimezone(timezone.utc)
         if self._last is not None and current <= self._last:
             current = self._last + timedelta(microseconds=1)
         self._last = current
         return current.strftime(_TS_FORMAT)
 
-    def _now_system(self) -> str:
-        # The same text as the general path, without a datetime per call: the part up to
-        # the second is formatted once per second (this runs once per stored turn).
-        micros = time.time_ns() // 1000
-        if micros <= self._last_micros:
-            micros = self._last_micros + 1
-        self._last_micros = micros
-        second, fraction = divmod(micros, 1_000_000)
-        if second != self._second:
-            self._second = second
-            self._prefix = datetime.fromtimestamp(second, timezone.utc).strftime(_SECOND_FORMAT)
-        return f"{self._prefix}.{fraction:06d}Z"
 
-
-def encode_cursor(updated_at: str, session_id: str) -> str:
-    """The opaque cursor naming the last row of a page."""
-    return base64.urlsafe_b64encode(orjson.dumps([updated_at, session_id])).decode("ascii")
+def encode_cursor(record: SessionRecord) -> str:
+    """The opaque cursor naming ``record`` as the last row of a page."""
+    key = [record.updated_at, record.session_id]
+    return base64.urlsafe_b64encode(orjson.dumps(key)).decode("ascii")
 
 
 def decode_cursor(cursor: str) -> tuple[str, str]:
@@ -318,7 +184,7 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
     try:
         value = orjson.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
     except (UnicodeEncodeError, binascii.Error, ValueError):
-        raise InvalidParams(f"invalid cursor {cursor!r}") from None
+        raise InvalidParams(f"invalid cursor {cursor[:100]!r}") from None
     if (
         isinstance(value, list)
         and len(value) == 2
@@ -326,7 +192,7 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
         and isinstance(value[1], str)
     ):
         return value[0], value[1]
-    raise InvalidParams(f"invalid cursor {cursor!r}")
+    raise InvalidParams(f"invalid cursor {cursor[:100]!r}")
 
 
 def check_limit(limit: int) -> None:
@@ -334,44 +200,44 @@ def check_limit(limit: int) -> None:
         raise ValueError(f"limit must be at least 1, not {limit}")
 
 
-def dump_json(value: Any) -> bytes:
-    """Encode a history item, config or meta (``TypeError`` if not JSON-ready)."""
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, PackedJson):
-        return zlib.decompress(value.data)
-    return orjson.dumps(value)
-
-
-def dump_text(value: Any) -> str:
-    """Like :func:`dump_json`, as compact text (orjson's bytes keep a 4 KiB buffer each)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, PackedJson):
-        return value.text()
-    return orjson.dumps(value).decode()
-
-
-def load_json(data: bytes | str | PackedJson) -> Any:
-    if isinstance(data, PackedJson):
-        return data.load()
-    return orjson.loads(data)
-
-
 def session_not_found(session_id: str) -> ResourceNotFound:
-    return ResourceNotFound(f"session {session_id!r} not found", data={"sessionId": session_id})
+    return ResourceNotFound(
+        f"session {session_id[:100]!r} not found", data={"sessionId": session_id[:200]}
+    )
 
 
 def turn_not_found(session_id: str, turn_id: str) -> ResourceNotFound:
     return ResourceNotFound(
-        f"turn {turn_id!r} of session {session_id!r} not found",
-        data={"sessionId": session_id, "turnId": turn_id},
+        f"turn {turn_id[:100]!r} of session {session_id[:100]!r} not found",
+        data={"sessionId": session_id[:200], "turnId": turn_id[:200]},
     )
 
 
 def session_exists(session_id: str) -> InvalidParams:
-    return InvalidParams(f"session {session_id!r} already exists", data={"sessionId": session_id})
+    return InvalidParams(
+        f"session {session_id[:100]!r} already exists", data={"sessionId": session_id[:200]}
+    )
 
 
 def turn_refused(turn_id: str, state: str, event: str) -> IllegalTransition:
-    return IllegalTransition(f"turn {turn_id!r}", state, event)
+    return IllegalTransition(f"turn {turn_id[:100]!r}", state, event)
+
+
+def check_turn_write(
+    session_id: str,
+    turn_id: str,
+    *,
+    exists: bool,
+    stop_reason: str | None,
+    begin: Sequence[JsonText] | None,
+    end: str | None,
+) -> None:
+    """Raise what the contract says for a ``write_turn`` that finds the turn as given:
+    ``exists`` (the session has a turn with this id) and its ``stop_reason``."""
+    if begin is not None:
+        if exists:
+            raise turn_refused(turn_id, "running" if stop_reason is None else "ended", "begin")
+    elif not exists:
+        raise turn_not_found(session_id, turn_id)
+    elif stop_reason is not None:
+        raise turn_refused(turn_id, "ended", "end" if end is not None else "append")

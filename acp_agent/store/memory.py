@@ -1,71 +1,55 @@
-"""``MemorySessionStore``: the in-memory ``SessionStore`` (tests, ``--store memory``).
+"""``MemorySessionStore``: the ``SessionStore`` held in dicts (tests, ``--store memory``).
 
-It owns plain dicts and nothing else: no threads, no files. It keeps the exact semantics of
-the SQLite store, including the JSON round trip of every history item (items are stored as
-orjson bytes, so a caller mutating its dicts later changes nothing stored). A memory store
-never outlives its process, so every turn without a stop reason is one it has open: it never
-reports a turn ``interrupted``.
+It owns plain dicts and nothing else: no threads, no files, nothing outlives the process.
+History items are strings (immutable), so they are kept as given; config is kept as its
+JSON text, so a caller that changes its mapping later changes nothing stored.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import anyio
 import anyio.lowlevel
+import orjson
 
 from acp_agent.store.base import (
-    UNSET,
     Clock,
-    HistoryItem,
-    PackedJson,
+    JsonText,
     SessionRecord,
     Timestamps,
     TurnRecord,
-    Unset,
     check_limit,
+    check_turn_write,
     decode_cursor,
-    dump_json,
-    dump_text,
     encode_cursor,
-    load_json,
     session_exists,
     session_not_found,
-    turn_not_found,
-    turn_refused,
 )
 
 __all__ = ["MemorySessionStore"]
 
 
-def _body(item: HistoryItem) -> str | PackedJson:
-    # decoded: orjson leaves a 4 KiB buffer behind each small bytes object; a packed
-    # item is kept packed (it is immutable)
-    return item if isinstance(item, PackedJson) else dump_text(item)
-
-
 @dataclass(slots=True)
 class _Turn:
-    turn_id: str
-    seq: int
-    bodies: builtins.list[str | PackedJson] = field(default_factory=builtins.list)
+    updates: builtins.list[JsonText]
     stop_reason: str | None = None
 
 
 @dataclass(slots=True)
 class _Session:
-    record: SessionRecord  # everything but the activity time, which is ``updated_at``
-    config_json: bytes
-    meta_json: bytes
-    updated_at: str = ""
-    turns: dict[str, _Turn] = field(default_factory=dict)
+    record: SessionRecord  # with an empty config: the config is kept as text
+    config: bytes
+    turns: dict[str, _Turn] = field(default_factory=dict)  # in the order they began
+
+    def export(self) -> SessionRecord:
+        return replace(self.record, config=orjson.loads(self.config))
 
 
 class MemorySessionStore:
-    """A ``SessionStore`` held in dicts."""
+    """A ``SessionStore`` in dicts."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._timestamps = Timestamps(clock)
@@ -73,209 +57,117 @@ class MemorySessionStore:
         self._closed = False
 
     async def _enter(self) -> None:
-        # A checkpoint, so every call may be cancelled and yields like the SQLite store does.
+        # A checkpoint, so that every call may be cancelled and yields as a real store does.
         await anyio.lowlevel.checkpoint()
         if self._closed:
             raise anyio.ClosedResourceError
 
-    def _session(self, session_id: str) -> _Session:
-        try:
-            return self._sessions[session_id]
-        except KeyError:
-            raise session_not_found(session_id) from None
-
-    def _turn(self, session: _Session, turn_id: str) -> _Turn:
-        try:
-            return session.turns[turn_id]
-        except KeyError:
-            raise turn_not_found(session.record.session_id, turn_id) from None
-
-    def _touch(self, session: _Session) -> None:
-        # Every stored turn touches its session: a string, not a new record.
-        session.updated_at = self._timestamps.now()
-
-    @staticmethod
-    def _export(session: _Session) -> SessionRecord:
-        # Fresh mappings, so callers never alias what is stored.
-        return replace(
-            session.record,
-            updated_at=session.updated_at,
-            config=load_json(session.config_json),
-            meta=load_json(session.meta_json),
-        )
+    def _owned(self, owner: str, session_id: str) -> _Session | None:
+        session = self._sessions.get(session_id)
+        return session if session is not None and session.record.owner == owner else None
 
     async def create(self, record: SessionRecord) -> SessionRecord:
+        config = orjson.dumps(dict(record.config))
         await self._enter()
         if record.session_id in self._sessions:
             raise session_exists(record.session_id)
         now = self._timestamps.now()
-        session = _Session(
-            record=replace(
-                record,
-                additional_directories=tuple(record.additional_directories),
-                created_at=record.created_at or now,
-                config={},
-                meta={},
-            ),
-            config_json=dump_json(dict(record.config)),
-            meta_json=dump_json(dict(record.meta)),
+        stored = replace(
+            record,
+            additional_directories=tuple(record.additional_directories),
+            config={},
+            created_at=record.created_at or now,
             updated_at=record.updated_at or now,
         )
-        self._sessions[record.session_id] = session
-        return self._export(session)
+        session = self._sessions[record.session_id] = _Session(stored, config)
+        return session.export()
 
-    async def get(self, session_id: str) -> SessionRecord | None:
+    async def get(self, owner: str, session_id: str) -> SessionRecord | None:
         await self._enter()
-        session = self._sessions.get(session_id)
-        return None if session is None else self._export(session)
+        session = self._owned(owner, session_id)
+        return None if session is None else session.export()
 
-    async def update(
-        self,
-        session_id: str,
-        *,
-        title: str | Unset | None = UNSET,
-        mode_id: str | Unset | None = UNSET,
-        config: Mapping[str, Any] | Unset = UNSET,
-        meta: Mapping[str, Any] | Unset = UNSET,
-        cwd: str | Unset = UNSET,
-        additional_directories: Sequence[str] | Unset = UNSET,
-    ) -> SessionRecord:
+    async def update(self, record: SessionRecord) -> SessionRecord:
+        config = orjson.dumps(dict(record.config))
         await self._enter()
-        session = self._session(session_id)
-        changes: dict[str, Any] = {}
-        if not isinstance(title, Unset):
-            changes["title"] = title
-        if not isinstance(mode_id, Unset):
-            changes["mode_id"] = mode_id
-        if not isinstance(cwd, Unset):
-            changes["cwd"] = cwd
-        if not isinstance(additional_directories, Unset):
-            changes["additional_directories"] = tuple(additional_directories)
-        config_json = None if isinstance(config, Unset) else dump_json(dict(config))
-        meta_json = None if isinstance(meta, Unset) else dump_json(dict(meta))
-        if changes or config_json is not None or meta_json is not None:
-            if config_json is not None:
-                session.config_json = config_json
-            if meta_json is not None:
-                session.meta_json = meta_json
-            session.updated_at = self._timestamps.now()
-            session.record = replace(session.record, **changes)
-        return self._export(session)
+        session = self._owned(record.owner, record.session_id)
+        if session is None:
+            raise session_not_found(record.session_id)
+        session.record = replace(
+            session.record,
+            cwd=record.cwd,
+            additional_directories=tuple(record.additional_directories),
+            title=record.title,
+            mode_id=record.mode_id,
+            updated_at=self._timestamps.now(),
+        )
+        session.config = config
+        return session.export()
 
     async def list(
-        self, *, cwd: str | None = None, cursor: str | None = None, limit: int = 50
+        self, owner: str, *, cwd: str | None = None, cursor: str | None = None, limit: int = 50
     ) -> tuple[builtins.list[SessionRecord], str | None]:
         check_limit(limit)
         after = None if cursor is None else decode_cursor(cursor)
         await self._enter()
         rows = sorted(
             (
-                s
+                s.record
                 for s in self._sessions.values()
+                if s.record.owner == owner
                 if cwd is None or s.record.cwd == cwd
-                if after is None or (s.updated_at, s.record.session_id) < after
+                if after is None or (s.record.updated_at, s.record.session_id) < after
             ),
-            key=lambda s: (s.updated_at, s.record.session_id),
+            key=lambda r: (r.updated_at, r.session_id),
             reverse=True,
         )
-        page = [self._export(s) for s in rows[:limit]]
-        more = len(rows) > limit
-        next_cursor = encode_cursor(page[-1].updated_at, page[-1].session_id) if more else None
-        return page, next_cursor
+        page = [self._sessions[r.session_id].export() for r in rows[:limit]]
+        return page, encode_cursor(page[-1]) if len(rows) > limit else None
 
-    async def delete(self, session_id: str) -> bool:
+    async def delete(self, owner: str, session_id: str) -> bool:
         await self._enter()
-        return self._sessions.pop(session_id, None) is not None
-
-    async def begin_turn(
-        self, session_id: str, turn_id: str, prompt_updates: Sequence[dict[str, Any]]
-    ) -> None:
-        await self._enter()
-        self._write(session_id, turn_id, prompt_updates, (), None)
-
-    async def append_updates(
-        self, session_id: str, turn_id: str, updates: Sequence[HistoryItem]
-    ) -> None:
-        await self._enter()
-        self._write(session_id, turn_id, None, updates, None)
-
-    async def end_turn(self, session_id: str, turn_id: str, stop_reason: str) -> None:
-        await self._enter()
-        self._write(session_id, turn_id, None, (), stop_reason)
+        if self._owned(owner, session_id) is None:
+            return False
+        del self._sessions[session_id]
+        return True
 
     async def write_turn(
         self,
         session_id: str,
         turn_id: str,
         *,
-        begin: Sequence[HistoryItem] | None = None,
-        updates: Sequence[HistoryItem] = (),
+        begin: Sequence[JsonText] | None = None,
+        updates: Sequence[JsonText] = (),
         end: str | None = None,
     ) -> None:
-        """begin, append and end in one step (see ``SessionStore.write_turn``)."""
-        # No checkpoint unless cancelled: this runs on a turn's way to its response, which
-        # a pass of the event loop would delay (and split the turn's last frames into two
-        # writes). Everything below is synchronous.
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        self._write(session_id, turn_id, begin, updates, end)
-
-    def write_turn_now(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[HistoryItem] | None = None,
-        updates: Sequence[HistoryItem] = (),
-        end: str | None = None,
-    ) -> bool:
-        """``write_turn`` without a checkpoint: this store never waits (see
-        ``ImmediateTurnWrites``)."""
-        self._write(session_id, turn_id, begin, updates, end)
-        return True
-
-    def _write(
-        self,
-        session_id: str,
-        turn_id: str,
-        begin: Sequence[HistoryItem] | None,
-        updates: Sequence[HistoryItem],
-        end: str | None,
-    ) -> None:
-        # Every turn step of this store, synchronous: begin, append, end, in that order.
-        begun = [_body(u) for u in begin] if begin is not None else None
-        bodies = [_body(u) for u in updates]
-        if self._closed:
-            raise anyio.ClosedResourceError
-        session = self._session(session_id)
-        if begun is not None:
-            existing = session.turns.get(turn_id)
-            if existing is not None:
-                state = "running" if existing.stop_reason is None else "ended"
-                raise turn_refused(turn_id, state, "begin_turn")
-            session.turns[turn_id] = _Turn(turn_id, len(session.turns), begun)
-        turn = self._turn(session, turn_id)
-        if bodies or (begun is None and end is None):
-            if turn.stop_reason is not None:
-                raise turn_refused(turn_id, "ended", "append_updates")
-            turn.bodies.extend(bodies)
-        if end is not None:
-            if turn.stop_reason is not None:
-                raise turn_refused(turn_id, "ended", "end_turn")
-            turn.stop_reason = end
-        self._touch(session)
-
-    async def load_history(self, session_id: str) -> builtins.list[TurnRecord]:
         await self._enter()
-        session = self._session(session_id)
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise session_not_found(session_id)
+        turn = session.turns.get(turn_id)
+        check_turn_write(
+            session_id,
+            turn_id,
+            exists=turn is not None,
+            stop_reason=None if turn is None else turn.stop_reason,
+            begin=begin,
+            end=end,
+        )
+        if turn is None:
+            turn = session.turns[turn_id] = _Turn(builtins.list(begin or ()))
+        turn.updates.extend(updates)
+        if end is not None:
+            turn.stop_reason = end
+        session.record = replace(session.record, updated_at=self._timestamps.now())
+
+    async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
+        await self._enter()
+        session = self._owned(owner, session_id)
+        if session is None:
+            raise session_not_found(session_id)
         return [
-            TurnRecord(
-                turn_id=t.turn_id,
-                seq=t.seq,
-                updates=tuple(load_json(b) for b in t.bodies),
-                stop_reason=t.stop_reason,
-                interrupted=False,
-            )
-            for t in sorted(session.turns.values(), key=lambda t: t.seq)
+            TurnRecord(turn_id, tuple(turn.updates), turn.stop_reason)
+            for turn_id, turn in session.turns.items()
         ]
 
     async def aclose(self) -> None:

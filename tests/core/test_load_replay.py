@@ -16,7 +16,7 @@ from acp_agent.agent import Command, Mode, PromptTurn
 from acp_agent.client import text_content
 from acp_agent.errors import RESOURCE_NOT_FOUND
 from acp_agent.session import Session, prompt_to_updates
-from acp_agent.store import MemorySessionStore, SessionStore, SqliteSessionStore
+from acp_agent.store import DEFAULT_OWNER, MemorySessionStore, SessionStore, SqliteSessionStore
 from tests.core._support import (
     ScriptAgent,
     checked,
@@ -243,7 +243,7 @@ async def test_delete_during_a_turn_cancels_it(store: SessionStore, tmp_path: Pa
                 answers[msg["id"]] = msg
         assert answers[rid]["result"] == {"stopReason": "cancelled"}
         assert answers[did]["result"] == {}
-        assert await store.get(sid) is None
+        assert await store.get(DEFAULT_OWNER, sid) is None
 
 
 async def test_close_semantics(store: SessionStore, tmp_path: Path) -> None:

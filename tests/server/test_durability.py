@@ -144,11 +144,9 @@ async def test_sigkill_mid_turn_keeps_what_was_sent(tmp_path: Path) -> None:
 def _stored_updates(db: Path, session_id: str, kind: str) -> bool:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
         try:
-            # a turn's first rows ride in its own row, the rest in ``updates``
             rows = conn.execute(
-                "SELECT body FROM turns WHERE session_id = ? "
-                "UNION ALL SELECT body FROM updates WHERE session_id = ?",
-                (session_id, session_id),
+                "SELECT u.body FROM updates u JOIN turns t ON u.turn = t.id WHERE t.session_id = ?",
+                (session_id,),
             ).fetchall()
         except sqlite3.OperationalError:
             return False

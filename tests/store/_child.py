@@ -2,11 +2,11 @@
 
 Run as ``python _child.py MODE DB N``. Modes:
 
-- ``share``: create session ``child``, print ``ready``, append N updates (while the parent
+- ``share``: create session ``child``, print ``ready``, write N updates (while the parent
   writes too), end the turn, print ``written``, wait for a line on stdin, then print the parent's
   history as JSON.
-- ``crash``: create session ``crash``, begin a turn, append N updates, print ``ready`` and wait
-  to be killed. Its writes stay queued (the worker's apply on quiet is off).
+- ``crash``: create session ``crash``, begin a turn, write N updates, print ``ready`` and wait
+  to be killed.
 """
 
 from __future__ import annotations
@@ -17,38 +17,38 @@ import anyio
 import anyio.to_thread
 import orjson
 
-from acp_agent.store import SessionRecord, SqliteSessionStore
-from acp_agent.store import sqlite as sqlite_store
+from acp_agent.store import DEFAULT_OWNER, SessionRecord, SqliteSessionStore
+
+
+def item(**fields: object) -> str:
+    return orjson.dumps(fields).decode()
 
 
 async def share(db: str, n: int) -> None:
     async with await SqliteSessionStore.open(db) as store:
         await store.create(SessionRecord("child", cwd="/child"))
-        await store.begin_turn("child", "t0", [{"who": "child", "prompt": True}])
+        await store.write_turn("child", "t0", begin=[item(who="child", prompt=True)])
         print("ready", flush=True)
         for i in range(n):
-            await store.append_updates("child", "t0", [{"who": "child", "i": i}])
-        await store.end_turn("child", "t0", "end_turn")
+            await store.write_turn("child", "t0", updates=[item(who="child", i=i)])
+        await store.write_turn("child", "t0", end="end_turn")
         print("written", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)
-        history = await store.load_history("parent")
-        records, _ = await store.list(limit=10)
+        history = await store.load_history(DEFAULT_OWNER, "parent")
+        records, _ = await store.list(DEFAULT_OWNER, limit=10)
         result = {
             "sessions": sorted(r.session_id for r in records),
-            "turns": [[t.updates, t.stop_reason, t.interrupted] for t in history],
+            "turns": [[t.updates, t.stop_reason] for t in history],
         }
         print(orjson.dumps(result).decode(), flush=True)
 
 
 async def crash(db: str, n: int) -> None:
-    sqlite_store.APPLY_IDLE = 3600.0
     store = await SqliteSessionStore.open(db)
     await store.create(SessionRecord("crash", cwd="/crash", title="dies mid-turn"))
-    await store.begin_turn("crash", "t0", [{"sessionUpdate": "user_message_chunk", "n": -1}])
+    await store.write_turn("crash", "t0", begin=[item(sessionUpdate="user_message_chunk")])
     for i in range(0, n, 10):
-        await store.append_updates(
-            "crash", "t0", [{"i": j, "text": "ü" * j} for j in range(i, i + 10)]
-        )
+        await store.write_turn("crash", "t0", updates=[item(i=j) for j in range(i, i + 10)])
     print("ready", flush=True)
     await anyio.sleep_forever()
 

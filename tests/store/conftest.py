@@ -1,4 +1,7 @@
-"""Fixtures for the store tests: every store implementation, opened and always closed."""
+"""Fixtures for the store tests: every store implementation, opened and always closed.
+
+A new implementation joins the contract suite with one entry in ``OPENERS``.
+"""
 
 from __future__ import annotations
 
@@ -12,22 +15,32 @@ from acp_agent.store.base import Clock
 
 MakeStore = Callable[..., Awaitable[SessionStore]]
 
+#: opens a fresh, empty store: (the test's request, a directory of its own, a clock or None)
+Opener = Callable[[pytest.FixtureRequest, Path, "Clock | None"], Awaitable[SessionStore]]
 
-@pytest.fixture(params=["memory", "sqlite"])
+
+async def _memory(request: pytest.FixtureRequest, tmp: Path, clock: Clock | None) -> SessionStore:
+    return MemorySessionStore(clock=clock)
+
+
+async def _sqlite(request: pytest.FixtureRequest, tmp: Path, clock: Clock | None) -> SessionStore:
+    return await SqliteSessionStore.open(tmp / "store.sqlite3", clock=clock)
+
+
+OPENERS: dict[str, Opener] = {"memory": _memory, "sqlite": _sqlite}
+
+
+@pytest.fixture(params=sorted(OPENERS))
 async def make_store(
     request: pytest.FixtureRequest, tmp_path: Path, anyio_backend: object
 ) -> AsyncIterator[MakeStore]:
-    """A factory of stores of one kind; every store it made is closed after the test."""
+    """A factory of fresh stores of one kind; every store it made is closed after the test."""
     opened: list[SessionStore] = []
 
     async def make(*, clock: Clock | None = None) -> SessionStore:
-        store: SessionStore
-        if request.param == "memory":
-            store = MemorySessionStore(clock=clock)
-        else:
-            store = await SqliteSessionStore.open(
-                tmp_path / f"store{len(opened)}.sqlite3", clock=clock
-            )
+        directory = tmp_path / f"store{len(opened)}"
+        directory.mkdir()
+        store = await OPENERS[request.param](request, directory, clock)
         opened.append(store)
         return store
 
