@@ -36,6 +36,7 @@ ENV = {
     "store": "ACP_AGENT_DB",
     "busy_policy": "ACP_AGENT_BUSY_POLICY",
     "turn_timeout": "ACP_AGENT_TURN_TIMEOUT",
+    "lease_timeout": "ACP_AGENT_LEASE_TIMEOUT",
     "backend": "ACP_AGENT_BACKEND",
     "dispatcher": "ACP_AGENT_DISPATCHER",
     "model": "ACP_AGENT_MODEL",
@@ -101,9 +102,10 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--store",
-        metavar="PATH|memory",
+        metavar="PATH|memory|URL",
         default=_env("store"),
-        help="where sessions are kept: a SQLite file, or `memory` to keep nothing "
+        help="where sessions are kept: a SQLite file, `memory` to keep nothing, or a "
+        "PostgreSQL database shared by several hosts (a libpq URL, postgresql://...) "
         "(default: sessions.sqlite3 in the user data directory) [env ACP_AGENT_DB]",
     )
     parser.add_argument(
@@ -120,6 +122,15 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
         type=_positive_float,
         help="end any prompt turn that runs longer with an error (default: no limit) "
         "[env ACP_AGENT_TURN_TIMEOUT]",
+    )
+    parser.add_argument(
+        "--lease-timeout",
+        metavar="SECONDS",
+        default=_env("lease_timeout") or 30.0,
+        type=_positive_float,
+        help="with a PostgreSQL store, how long a session stays this host's after it stops "
+        "renewing its lease (a crash, a pause) before another host may take it over "
+        "(default 30) [env ACP_AGENT_LEASE_TIMEOUT]",
     )
     parser.add_argument(
         "--backend",
@@ -173,12 +184,13 @@ def _check_env_choices(parser: argparse.ArgumentParser, args: argparse.Namespace
             parser.error(
                 f"{ENV[action.dest]}={value!r}: choose from {', '.join(map(str, action.choices))}"
             )
-    raw_timeout = getattr(args, "turn_timeout", None)
-    if isinstance(raw_timeout, str):
-        try:
-            args.turn_timeout = _positive_float(raw_timeout)
-        except argparse.ArgumentTypeError as exc:
-            parser.error(f"{ENV['turn_timeout']}: {exc}")
+    for name in ("turn_timeout", "lease_timeout"):  # from the environment: still text
+        raw = getattr(args, name, None)
+        if isinstance(raw, str):
+            try:
+                setattr(args, name, _positive_float(raw))
+            except argparse.ArgumentTypeError as exc:
+                parser.error(f"{ENV[name]}: {exc}")
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
@@ -189,6 +201,7 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
         "--store",
         "--busy-policy",
         "--turn-timeout",
+        "--lease-timeout",
         "--backend",
         "--dispatcher",
         "--model",
@@ -272,6 +285,7 @@ def serve(args: argparse.Namespace) -> int:
         store=args.store,
         busy_policy=args.busy_policy,
         turn_timeout=args.turn_timeout,
+        lease_timeout=args.lease_timeout,
         dispatcher=dispatcher_for(args.dispatcher),
     )
 

@@ -26,7 +26,8 @@ translated into an error response in exactly one place (the connection), and a
     │   ├── AuthRequired      -32000
     │   ├── ResourceNotFound  -32002
     │   ├── PromptAlreadyActive  -32010 (acp-agent's own; ACP gives it no meaning)
-    │   └── TurnTimeout       -32011 (acp-agent's own)
+    │   ├── TurnTimeout       -32011 (acp-agent's own)
+    │   └── SessionLeased     -32030 (acp-agent's own: another host serves the session)
     ├── ConnectionClosed              the connection ended while a call was waiting
     └── CallTimeout                   an outbound call exceeded its time limit
 """
@@ -48,6 +49,7 @@ RESOURCE_NOT_FOUND: Final = -32002
 PROMPT_ALREADY_ACTIVE: Final = -32010
 TURN_TIMEOUT: Final = -32011
 LINE_TOO_LONG: Final = -32012
+SESSION_LEASED: Final = -32030
 
 DEFAULT_MESSAGES: Final[dict[int, str]] = {
     PARSE_ERROR: "Parse error",
@@ -61,6 +63,7 @@ DEFAULT_MESSAGES: Final[dict[int, str]] = {
     PROMPT_ALREADY_ACTIVE: "A prompt is already active for this session",
     TURN_TIMEOUT: "The prompt turn exceeded its time limit",
     LINE_TOO_LONG: "Message exceeds the line length limit",
+    SESSION_LEASED: "The session is served by another host",
 }
 
 
@@ -199,6 +202,35 @@ class TurnTimeout(RequestError):
     default_code = TURN_TIMEOUT
 
 
+class SessionLeased(RequestError):
+    """Another agent host serves the session (shared stores: PostgreSQL).
+
+    ``data`` says why (``reason``) and, for ``"leased"``, after how many milliseconds the
+    other host's lease expires if it is not renewed (``retryAfterMs``).
+    """
+
+    default_code = SESSION_LEASED
+
+    @classmethod
+    def elsewhere(cls, session_id: str, seconds_left: float) -> SessionLeased:
+        """Another host holds a live lease on the session."""
+        millis = max(0, round(seconds_left * 1000))
+        return cls(
+            f"session {session_id[:100]!r} is served by another host; retry in "
+            f"{millis / 1000:.1f} s, after its lease expires, or once that host closes it",
+            data={"sessionId": session_id[:200], "reason": "leased", "retryAfterMs": millis},
+        )
+
+    @classmethod
+    def lost(cls, session_id: str) -> SessionLeased:
+        """This host's lease on the session was taken over by another host."""
+        return cls(
+            f"this host lost session {session_id[:100]!r} to another host (its lease expired "
+            "and was taken over); nothing more was written here: load the session again",
+            data={"sessionId": session_id[:200], "reason": "leaseLost"},
+        )
+
+
 _BY_CODE: dict[int, type[RequestError]] = {
     INVALID_PARAMS: InvalidParams,
     METHOD_NOT_FOUND: MethodNotFound,
@@ -208,6 +240,7 @@ _BY_CODE: dict[int, type[RequestError]] = {
     RESOURCE_NOT_FOUND: ResourceNotFound,
     PROMPT_ALREADY_ACTIVE: PromptAlreadyActive,
     TURN_TIMEOUT: TurnTimeout,
+    SESSION_LEASED: SessionLeased,
 }
 
 

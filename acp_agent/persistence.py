@@ -18,8 +18,9 @@ from typing import Any
 import anyio
 
 from ._loop import Soon, soon
-from .errors import InternalError
+from .errors import InternalError, SessionLeased
 from .store import JsonText, PackedJson, SessionStore
+from .store.shared import leases_of
 
 log = logging.getLogger("acp_agent.server")
 
@@ -60,6 +61,8 @@ class Persister:
         self._progress: anyio.Event | None = None  # made by the first ``sync`` that waits
         self._busy = False  # a write_turn is in progress
         self.failed: BaseException | None = None
+        self._leases = leases_of(store)  # None: a store of one host, no leases
+        self._refused: dict[str, SessionLeased] = {}  # writes fenced out, by session
 
     def sink_for(self, session_id: str) -> SessionSink:
         return SessionSink(self, session_id)
@@ -166,9 +169,45 @@ class Persister:
             self._written(batch)
 
     def _failed(self, batch: TurnBatch, exc: Exception) -> None:
+        if isinstance(exc, SessionLeased):
+            # Another host owns the session now: only its turn fails (see ``refused``).
+            log.warning("session %s: %s", batch.session_id, exc.message)
+            self._refused.setdefault(batch.session_id, exc)
+            return
         # The store is broken: fail the turns that wait on it.
         log.error("session store write failed for %s", batch.session_id, exc_info=exc)
         self.failed = exc
+
+    # --- leases (stores shared by several hosts; no-ops otherwise) --------------------------
+
+    async def take_lease(self, session_id: str) -> None:
+        """Make this host the session's live owner (``SessionLeased`` if another is)."""
+        if self._leases is not None:
+            await self._leases.acquire(session_id)
+            self._refused.pop(session_id, None)
+
+    async def give_back_lease(self, session_id: str) -> None:
+        """Write what is queued, then give the session's lease back."""
+        if self._leases is not None:
+            try:
+                await self.sync()
+            except InternalError:  # logged when it failed; the lease goes all the same
+                pass
+            await self._leases.release(session_id)
+
+    def check_lease(self, session_id: str) -> None:
+        """Before a turn: raise ``SessionLeased`` if this host is known to have lost the
+        session to another host (the writes are fenced in any case)."""
+        if self._leases is not None:
+            refused = self._refused.get(session_id)
+            if refused is not None:
+                raise SessionLeased.lost(session_id)
+            self._leases.check_lease(session_id)
+
+    def refused(self, session_id: str) -> SessionLeased | None:
+        """After a turn's sync: the refusal of a write of it, if another host owned the
+        session by then (that turn's history is not this host's to write)."""
+        return None if self._leases is None else self._refused.get(session_id)
 
     def _written(self, batch: TurnBatch) -> None:
         batch.sealed = True

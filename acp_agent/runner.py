@@ -43,6 +43,7 @@ async def serve_stdio(
     read_fd: int = 0,
     busy_policy: BusyPolicy = "reject",
     turn_timeout: float | None = None,
+    lease_timeout: float | None = None,
     allow_outside_roots: bool = False,
     max_line: int = 64 * 1024 * 1024,
     dispatcher: Any = None,
@@ -51,7 +52,11 @@ async def serve_stdio(
     opened = store if store is not None and not isinstance(store, str) else None
     name = store if isinstance(store, str) else None
     # The store opens on first use: not on the path to the initialize response.
-    the_store: SessionStore = opened if opened is not None else LazyStore(lambda: open_store(name))
+    the_store: SessionStore = (
+        opened
+        if opened is not None
+        else LazyStore(lambda: open_store(name, lease_timeout=lease_timeout))
+    )
     transport = StdioTransport(read_fd, write_fd)
     server = AcpServer(
         agent,

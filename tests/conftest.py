@@ -3,6 +3,8 @@ default loop, where it is installed) and on trio."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,3 +34,44 @@ from hypothesis import settings  # noqa: E402
 
 settings.register_profile("deterministic", derandomize=True, deadline=None, database=None)
 settings.load_profile("deterministic")
+
+
+# --- PostgreSQL: one throwaway server per test run, a fresh schema per test ----------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> Iterator[str]:
+    """The URL of a PostgreSQL server for this run: ``ACP_AGENT_TEST_POSTGRES`` if set, else
+    a throwaway one (tests/helpers/postgres.py). Skips where none can be started, except
+    in CI (``CI=true``), where that fails."""
+    from tests.helpers.postgres import ENABLE_HINT, NoPostgres, PostgresServer
+
+    given = os.environ.get("ACP_AGENT_TEST_POSTGRES")
+    if given:
+        yield given
+        return
+    server: PostgresServer | None = None
+    try:
+        import psycopg  # noqa: F401
+
+        server = PostgresServer()
+        url = server.start()
+    except (ImportError, NoPostgres) as exc:
+        if server is not None:
+            server.stop()
+        reason = f"PostgreSQL tests skipped ({exc}); to run them: {ENABLE_HINT}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason.replace("skipped", "cannot run in CI"), pytrace=False)
+        pytest.skip(reason)
+    try:
+        yield url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str) -> str:
+    """A libpq URL whose ``search_path`` is a schema of this test's own (created empty)."""
+    from tests.helpers.postgres import fresh_schema_url
+
+    return fresh_schema_url(postgres_server_url)

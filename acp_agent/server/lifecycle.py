@@ -79,6 +79,8 @@ class SessionLifecycle(ServerBase):
         except BaseException:
             self.sessions.pop(session_id, None)
             self.clients.pop(session_id, None)
+            with anyio.CancelScope(shield=True):
+                await self._persister.give_back_lease(session_id)  # create took it
             raise
         # Nothing about the session may reach the client before this response.
         ctx.after_response.append(lambda: self._announce_commands(session))
@@ -97,11 +99,19 @@ class SessionLifecycle(ServerBase):
             raise ResourceNotFound(
                 f"Session {session_id[:100]!r} not found", data={"sessionId": session_id[:200]}
             )
-        live = self.sessions.get(session_id)
-        if live is not None:
-            await self._shutdown_session(live, CancelReason.CLOSE)
-        await self._persister.sync()
-        stored = await self.store.load_history(self.owner, session_id)
+        # Shared stores: refused here if another host serves the session (before the live
+        # copy, if any, gives its lease back, so this host keeps it throughout).
+        await self._persister.take_lease(session_id)
+        try:
+            live = self.sessions.get(session_id)
+            if live is not None:
+                await self._shutdown_session(live, CancelReason.CLOSE)
+            await self._persister.sync()
+            stored = await self.store.load_history(self.owner, session_id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._persister.give_back_lease(session_id)
+            raise
         turns = sanitize(
             TurnLog(
                 t.turn_id,
@@ -191,6 +201,8 @@ class SessionLifecycle(ServerBase):
             await self.agent.close_session(session)
         except Exception:
             log.exception("agent.close_session failed for %s", session.session_id)
+        with anyio.CancelScope(shield=True):
+            await self._persister.give_back_lease(session.session_id)
 
     async def _close_session(self, params: Any, ctx: RequestContext) -> JSON:
         session_id = require_session_id(params_object(params))

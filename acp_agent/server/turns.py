@@ -185,6 +185,7 @@ class PromptTurns(ServerBase):
             # A cancelled turn may still be unwinding: its history closes first.
             await previous.done.wait()
         params, request, blocks = parsed
+        self._persister.check_lease(session.session_id)  # another host serves it now?
         handle = session.history.start_turn(turn.turn_id, blocks)
         prompt_turn = PromptTurn(session, client, params, blocks, turn.turn_id, _request=request)
         stop: str | None = None
@@ -234,6 +235,9 @@ class PromptTurns(ServerBase):
                 turn.finish(final)
         if final is None:
             raise error if error is not None else InternalError("The turn ended without a result")
+        refused = self._persister.refused(session.session_id)
+        if refused is not None:  # fenced out: the history is the new owner's
+            raise refused
         return {"stopReason": final}
 
     def _cancel_turn(self, session: Session, turn: Turn, reason: CancelReason) -> None:

@@ -69,18 +69,28 @@ def default_db_path() -> Path:
     return Path(platformdirs.user_data_dir("acp-agent")) / "sessions.sqlite3"
 
 
-async def open_store(url_or_path: str | None = None) -> SessionStore:
+async def open_store(
+    url_or_path: str | None = None, *, lease_timeout: float | None = None
+) -> SessionStore:
     """Open the store named by ``url_or_path``.
 
     ``None`` means ``$ACP_AGENT_DB`` or else the default file (see ``default_db_path``);
-    ``":memory:"`` or ``"memory"`` gives a ``MemorySessionStore``; anything else is the path of
-    a SQLite file (``~`` is expanded and missing parent directories are created).
+    ``":memory:"`` or ``"memory"`` gives a ``MemorySessionStore``; a libpq URL
+    (``postgresql://...``) a ``PostgresSessionStore`` (whose leases last ``lease_timeout``
+    seconds); anything else is the path of a SQLite file (``~`` is expanded and missing
+    parent directories are created).
     """
     target = url_or_path
     if target is None:
         target = os.environ.get(DB_ENV_VAR) or str(default_db_path())
     if target in _MEMORY_NAMES:
         return MemorySessionStore()
+    if target.startswith(("postgresql://", "postgres://")):
+        from acp_agent.store.postgres import DEFAULT_LEASE_TIMEOUT, PostgresSessionStore
+
+        return await PostgresSessionStore.open(
+            target, lease_timeout=lease_timeout or DEFAULT_LEASE_TIMEOUT
+        )
     from acp_agent.store.sqlite import SqliteSessionStore
 
     return await SqliteSessionStore.open(target)

@@ -1,0 +1,493 @@
+"""``PostgresSessionStore``: sessions on PostgreSQL, shared by several agent hosts.
+
+It owns the connection pool, the schema's creation and migration on first use (one
+transaction under an advisory lock, so hosts starting together do not race; the version is
+recorded from the first one), and one live owner per session: the *lease*. The SQL text
+lives in ``acp_agent.store.pg_sql``. It knows nothing of JSON-RPC or the connection.
+
+The driver is psycopg 3, synchronous, with ``psycopg_pool``: each call runs on a worker
+thread (``anyio.to_thread``), as the SQLite store does. The project runs on asyncio, uvloop and
+trio, and the asynchronous drivers (asyncpg, psycopg's async API) are asyncio only; one code
+path on threads serves all three. A call that reached its thread runs to completion
+(cancellation waits for it), so a cancelled caller never leaves a transaction half-open.
+Statements are prepared on each connection (``prepare=True``).
+
+Leases (one live owner per session):
+
+- Each store instance is a *holder* with an id of its own. ``create`` takes the new session's
+  lease; ``acquire`` takes an existing one (free, expired or already this holder's; nested
+  acquisitions are counted) or raises ``SessionLeased`` saying when it expires; ``release``
+  gives it back when the last acquisition is released; ``aclose`` releases every lease.
+- A thread renews every held lease each third of ``lease_timeout``; a lease found taken by
+  another holder is marked lost, and ``check_lease`` then raises at once.
+- Every write of a session (``write_turn``, ``update``) names the lease's *fencing token*,
+  and the database refuses it when the session's token has moved on (another holder took
+  the lease after this one's expired): a host that was paused or cut off can never overwrite
+  a newer owner's history. A write made while no lease is held takes the lease first.
+- The lease's clock is the database's, so hosts' clocks do not matter; a lease that expired
+  but was not taken by anyone is still good (its token has not moved).
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import os
+import re
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+import orjson
+
+from acp_agent.errors import SessionLeased
+from acp_agent.store import pg_sql as sql
+from acp_agent.store.base import (
+    Clock,
+    JsonText,
+    SessionRecord,
+    Timestamps,
+    TurnRecord,
+    check_limit,
+    check_turn_write,
+    decode_cursor,
+    encode_cursor,
+    session_exists,
+    session_not_found,
+)
+from acp_agent.store.pg_leases import LeaseTable
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+
+__all__ = ["DEFAULT_LEASE_TIMEOUT", "PostgresSessionStore", "SchemaTooNew"]
+
+log = logging.getLogger("acp_agent.store.postgres")
+
+DEFAULT_LEASE_TIMEOUT: Final = 30.0
+POOL_SIZE: Final = 8
+CONNECT_TIMEOUT: Final = 10.0
+
+_T = TypeVar("_T")
+Row = tuple[Any, ...]
+
+
+class SchemaTooNew(Exception):
+    """The database was made by a newer acp-agent than this one."""
+
+
+def _record(row: Row) -> SessionRecord:
+    sid, owner, cwd, dirs, title, mode_id, config, created_at, updated_at = row
+    return SessionRecord(
+        session_id=_unescape(sid),
+        cwd=_unescape(cwd),
+        owner=_unescape(owner),
+        additional_directories=tuple(_unescape(d) for d in dirs),
+        title=_maybe(title, _unescape),
+        mode_id=_maybe(mode_id, _unescape),
+        config=orjson.loads(config),
+        created_at=created_at,
+        updated_at=updated_at,
+    )
+
+
+def _fields(record: SessionRecord) -> dict[str, Any]:
+    return {
+        "session_id": _escape(record.session_id),
+        "owner": _escape(record.owner),
+        "cwd": _escape(record.cwd),
+        "dirs": [_escape(d) for d in record.additional_directories],
+        "title": _maybe(record.title, _escape),
+        "mode_id": _maybe(record.mode_id, _escape),
+        "config": orjson.dumps(dict(record.config)).decode(),
+    }
+
+
+_ESCAPED: Final = re.compile("\x01(.)", re.DOTALL)
+
+
+def _escape(text: str) -> str:
+    """``text`` without NUL, which PostgreSQL text cannot hold (reversed by ``_unescape``)."""
+    if "\x00" not in text and "\x01" not in text:
+        return text
+    return text.replace("\x01", "\x01\x01").replace("\x00", "\x01\x02")
+
+
+def _unescape(text: str) -> str:
+    if "\x01" not in text:
+        return text
+    return _ESCAPED.sub(lambda m: "\x00" if m.group(1) == "\x02" else m.group(1), text)
+
+
+def _maybe(text: str | None, convert: Callable[[str], str]) -> str | None:
+    return None if text is None else convert(text)
+
+
+def _migrate(conn: psycopg.Connection[Row]) -> None:
+    """Create or bring the schema up to ``SCHEMA_VERSION``, in one transaction."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (sql.SCHEMA_LOCK,))
+        exists = conn.execute(sql.HAS_VERSION_TABLE).fetchone()
+        version = 0
+        if exists and exists[0]:
+            row = conn.execute(sql.READ_VERSION).fetchone()
+            version = int(row[0]) if row else 0
+        if version > sql.SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"the database holds schema version {version}; this acp-agent knows up to "
+                f"{sql.SCHEMA_VERSION}: upgrade acp-agent"
+            )
+        for step in range(version + 1, sql.SCHEMA_VERSION + 1):
+            conn.execute(sql.MIGRATIONS[step])
+            conn.execute(sql.SET_VERSION, (step,))
+
+
+class PostgresSessionStore:
+    """A ``SessionStore`` on a PostgreSQL database shared by any number of hosts."""
+
+    def __init__(
+        self, url: str, *, lease_timeout: float = DEFAULT_LEASE_TIMEOUT, clock: Clock | None = None
+    ) -> None:
+        if lease_timeout <= 0:
+            raise ValueError(f"lease_timeout must be positive, not {lease_timeout}")
+        self.url = url
+        self.lease_timeout = lease_timeout
+        #: who holds a lease: this instance (the host and process name it for operators)
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self._timestamps = Timestamps(clock)
+        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Row]] | None = None
+        self._limiter = anyio.CapacityLimiter(POOL_SIZE)
+        self._leases = LeaseTable()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, url: str, *, lease_timeout: float = DEFAULT_LEASE_TIMEOUT, clock: Clock | None = None
+    ) -> PostgresSessionStore:
+        """Connect, create or migrate the schema, start the pool and the lease renewal."""
+        store = cls(url, lease_timeout=lease_timeout, clock=clock)
+        await anyio.to_thread.run_sync(store._open_sync)
+        return store
+
+    def _open_sync(self) -> None:
+        import psycopg
+        import psycopg_pool
+
+        # One direct connection first: a wrong URL or a server that is down fails here,
+        # at once, with libpq's own message (a pool would retry until its timeout).
+        with psycopg.connect(self.url, connect_timeout=int(CONNECT_TIMEOUT)) as conn:
+            _migrate(conn)
+        self._pool = psycopg_pool.ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=POOL_SIZE,
+            kwargs={"autocommit": True},
+            timeout=CONNECT_TIMEOUT,
+            open=False,
+            name="acp-agent",
+        )
+        self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        self._renewer = threading.Thread(
+            target=self._renew_loop, name="acp-agent-pg-leases", daemon=True
+        )
+        self._renewer.start()
+
+    # --- running statements ------------------------------------------------------------------
+
+    async def _run(self, fn: Callable[[psycopg.Connection[Row]], _T]) -> _T:
+        await anyio.lowlevel.checkpoint()  # every call may be cancelled before it starts
+        if self._closed or self._pool is None:
+            raise anyio.ClosedResourceError
+        pool = self._pool
+
+        def call() -> _T:
+            with pool.connection() as conn:
+                return fn(conn)
+
+        return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+
+    async def _one(self, query: str, params: dict[str, Any]) -> Row | None:
+        def run(conn: psycopg.Connection[Row]) -> Row | None:
+            return conn.execute(query, params, prepare=True).fetchone()
+
+        return await self._run(run)
+
+    # --- leases ------------------------------------------------------------------------------
+
+    def _lease_params(self, session_id: str) -> dict[str, Any]:
+        return {"session_id": _escape(session_id), "holder": self.holder, "ttl": self.lease_timeout}
+
+    def _acquire_sync(self, conn: psycopg.Connection[Row], session_id: str) -> int:
+        params = self._lease_params(session_id)
+        row = conn.execute(sql.ACQUIRE, params, prepare=True).fetchone()
+        if row is not None:
+            return int(row[0])
+        state = conn.execute(sql.LEASE_STATE, params, prepare=True).fetchone()
+        if state is None:
+            raise session_not_found(session_id)
+        raise SessionLeased.elsewhere(session_id, float(state[0]))
+
+    async def acquire(self, session_id: str) -> None:
+        """Take the session's lease for this host (counted: release once per acquire).
+
+        Raises ``SessionLeased`` when another host holds a live lease, ``ResourceNotFound``
+        when the session does not exist.
+        """
+        if not self._leases.join(session_id):
+            token = await self._run(lambda conn: self._acquire_sync(conn, session_id))
+            self._leases.record(session_id, token, 1)
+
+    async def release(self, session_id: str) -> None:
+        """Give back one acquisition; the lease itself goes when the last one does."""
+        token = self._leases.release(session_id)
+        if token is None:
+            return
+        params = {**self._lease_params(session_id), "token": token}
+        try:
+            await self._run(lambda conn: conn.execute(sql.RELEASE, params, prepare=True))
+        except Exception as exc:  # it expires by itself
+            log.warning("giving back the lease of session %s failed: %s", session_id, exc)
+
+    def check_lease(self, session_id: str) -> None:
+        """Raise ``SessionLeased`` if this host's lease on the session is known lost."""
+        self._leases.token(session_id)
+
+    def _token_sync(self, conn: psycopg.Connection[Row], session_id: str) -> int:
+        """The token of this host's lease on the session, taking the lease if none is held."""
+        token = self._leases.token(session_id)
+        if token is None:
+            token = self._leases.record(session_id, self._acquire_sync(conn, session_id), 0)
+        return token
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(self.lease_timeout / 3):
+            try:
+                self.renew_now()
+            except Exception as exc:  # the database is unreachable: try again next time
+                log.warning("renewing session leases failed: %s", exc)
+
+    def renew_now(self) -> None:
+        """Extend every lease this host holds; mark lost the ones another host took.
+
+        Blocking (the renewal thread calls it; tests may too, from a worker thread).
+        """
+        pool = self._pool
+        if pool is None or self._closed:
+            return
+        before = self._leases.generation()  # leases taken later may be missing below
+        with pool.connection() as conn:
+            rows = conn.execute(sql.RENEW_ALL, self._lease_params(""), prepare=True).fetchall()
+        kept = {_unescape(sid): int(token) for sid, token in rows}
+        for session_id in self._leases.lose_missing(kept, before):
+            log.warning("lost the lease of session %s to another host", session_id)
+
+    # --- SessionStore ------------------------------------------------------------------------
+
+    async def create(self, record: SessionRecord) -> SessionRecord:
+        now = self._timestamps.now()
+        stored = SessionRecord(
+            session_id=record.session_id,
+            cwd=record.cwd,
+            owner=record.owner,
+            additional_directories=tuple(record.additional_directories),
+            title=record.title,
+            mode_id=record.mode_id,
+            config=orjson.loads(orjson.dumps(dict(record.config))),
+            created_at=record.created_at or now,
+            updated_at=record.updated_at or now,
+        )
+        params = {
+            **_fields(stored),
+            **self._lease_params(stored.session_id),
+            "created_at": stored.created_at,
+            "updated_at": stored.updated_at,
+        }
+        row = await self._one(sql.CREATE, params)
+        if row is None:
+            raise session_exists(record.session_id)
+        self._leases.record(record.session_id, int(row[0]), 1)
+        return stored
+
+    async def get(self, owner: str, session_id: str) -> SessionRecord | None:
+        row = await self._one(sql.GET, {"session_id": _escape(session_id), "owner": _escape(owner)})
+        return None if row is None else _record(row)
+
+    async def update(self, record: SessionRecord) -> SessionRecord:
+        params = {**_fields(record), "holder": self.holder, "now": self._timestamps.now()}
+
+        def run(conn: psycopg.Connection[Row]) -> SessionRecord:
+            if conn.execute(sql.GET, params, prepare=True).fetchone() is None:
+                raise session_not_found(record.session_id)
+            params["token"] = self._token_sync(conn, record.session_id)
+            row = conn.execute(sql.UPDATE, params, prepare=True).fetchone()
+            if row is None:
+                raise self._leases.lose(record.session_id)
+            return _record(row)
+
+        return await self._run(run)
+
+    async def list(
+        self, owner: str, *, cwd: str | None = None, cursor: str | None = None, limit: int = 50
+    ) -> tuple[builtins.list[SessionRecord], str | None]:
+        check_limit(limit)
+        after_at, after_id = (None, None) if cursor is None else decode_cursor(cursor)
+        params = {
+            "owner": _escape(owner),
+            "cwd": _maybe(cwd, _escape),
+            "after_at": after_at,
+            "after_id": _maybe(after_id, _escape),
+            "limit": limit + 1,
+        }
+
+        def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
+            return conn.execute(sql.LIST, params, prepare=True).fetchall()
+
+        rows = await self._run(run)
+        page = [_record(row) for row in rows[:limit]]
+        return page, encode_cursor(page[-1]) if len(rows) > limit else None
+
+    async def delete(self, owner: str, session_id: str) -> bool:
+        params = {**self._lease_params(session_id), "owner": _escape(owner)}
+
+        def run(conn: psycopg.Connection[Row]) -> bool:
+            if conn.execute(sql.DELETE, params, prepare=True).fetchone() is not None:
+                return True
+            if conn.execute(sql.GET, params, prepare=True).fetchone() is None:
+                return False
+            state = conn.execute(sql.LEASE_STATE, params, prepare=True).fetchone()
+            raise SessionLeased.elsewhere(session_id, float(state[0]) if state else 0.0)
+
+        deleted = await self._run(run)
+        if deleted:
+            self._leases.forget(session_id)
+        return deleted
+
+    async def write_turn(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[JsonText] | None = None,
+        updates: Sequence[JsonText] = (),
+        end: str | None = None,
+    ) -> None:
+        items = [_escape(item) for part in (begin or (), updates) for item in part]
+        params = {
+            "session_id": _escape(session_id),
+            "turn_id": _escape(turn_id),
+            "holder": self.holder,
+            "ttl": self.lease_timeout,
+            "now": self._timestamps.now(),
+            "begin": begin is not None,
+            "items": items,
+            "end": _maybe(end, _escape),
+        }
+
+        def run(conn: psycopg.Connection[Row]) -> int:
+            params["token"] = self._token_sync(conn, session_id)
+            row = conn.execute(sql.WRITE_TURN, params, prepare=True).fetchone()
+            return int(row[0]) if row else sql.WRITE_NO_SESSION
+
+        status = await self._run(run)
+        if status == sql.WRITE_OK:
+            return
+        if status == sql.WRITE_NO_SESSION:
+            raise session_not_found(session_id)
+        if status == sql.WRITE_STALE_TOKEN:
+            raise self._leases.lose(session_id)
+        check_turn_write(
+            session_id,
+            turn_id,
+            exists=status != sql.WRITE_NO_TURN,
+            stop_reason="ended" if status == sql.WRITE_TURN_ENDED else None,
+            begin=begin,
+            end=end,
+        )
+        raise AssertionError(f"acp_write_turn answered {status}")  # pragma: no cover
+
+    async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
+        params = {"session_id": _escape(session_id), "owner": _escape(owner)}
+
+        def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
+            return conn.execute(sql.HISTORY, params, prepare=True).fetchall()
+
+        rows = await self._run(run)
+        if not rows:
+            raise session_not_found(session_id)
+        turns: builtins.list[TurnRecord] = []
+        items: builtins.list[JsonText] = []
+        for index, (turn_id, stop_reason, part) in enumerate(rows):
+            if turn_id is None:
+                break
+            items.extend(map(_unescape, part or ()))
+            if index + 1 == len(rows) or rows[index + 1][0] != turn_id:
+                turns.append(
+                    TurnRecord(_unescape(turn_id), tuple(items), _maybe(stop_reason, _unescape))
+                )
+                items = []
+        return turns
+
+    # --- HeldPrompts ---------------------------------------------------------------------------
+
+    async def hold_prompt(
+        self, session_id: str, turn_id: str, request: JsonText, arrival: int
+    ) -> None:
+        params = {
+            **self._lease_params(session_id),
+            "turn_id": _escape(turn_id),
+            "arrival": arrival,
+            "request": _escape(request),
+        }
+
+        def run(conn: psycopg.Connection[Row]) -> None:
+            params["token"] = self._token_sync(conn, session_id)
+            if conn.execute(sql.HOLD_PROMPT, params, prepare=True).fetchone() is None:
+                raise self._leases.lose(session_id)
+
+        await self._run(run)
+
+    async def drop_prompt(self, session_id: str, turn_id: str) -> None:
+        params = {"session_id": _escape(session_id), "turn_id": _escape(turn_id)}
+        await self._run(lambda conn: conn.execute(sql.DROP_PROMPT, params, prepare=True))
+
+    async def held_prompts(self, session_id: str) -> builtins.list[tuple[str, JsonText]]:
+        params = self._lease_params(session_id)
+
+        def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
+            return conn.execute(sql.HELD_PROMPTS, params, prepare=True).fetchall()
+
+        return [(_unescape(turn_id), _unescape(text)) for turn_id, text in await self._run(run)]
+
+    async def aclose(self) -> None:
+        """Release every lease this host holds, stop the renewal and close the pool."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        params = self._lease_params("")
+
+        def close() -> None:
+            try:
+                with pool.connection() as conn:
+                    conn.execute(sql.RELEASE_ALL, params)
+            except Exception as exc:  # the leases expire by themselves
+                log.warning("releasing session leases failed: %s", exc)
+            finally:
+                if self._renewer is not None:
+                    self._renewer.join()
+                pool.close()
+
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(close)
+        self._leases.clear()
