@@ -9,6 +9,7 @@ objects; the store itself lives in :mod:`acp_agent.store`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Sequence
@@ -189,10 +190,8 @@ class Persister:
     async def give_back_lease(self, session_id: str) -> None:
         """Write what is queued, then give the session's lease back."""
         if self._leases is not None:
-            try:
+            with contextlib.suppress(InternalError):  # logged when it failed
                 await self.sync()
-            except InternalError:  # logged when it failed; the lease goes all the same
-                pass
             await self._leases.release(session_id)
 
     def check_lease(self, session_id: str) -> None:

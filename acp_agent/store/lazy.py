@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 
 from acp_agent.store.base import JsonText, SessionRecord, SessionStore, TurnRecord
+from acp_agent.store.shared import SessionLeases, leases_of
 
 
 class LazyStore:
@@ -21,6 +22,7 @@ class LazyStore:
     def __init__(self, opener: Callable[[], Awaitable[SessionStore]]) -> None:
         self._opener = opener
         self._store: SessionStore | None = None
+        self._leases: SessionLeases | None = None  # the opened store's, if it has leases
         self._lock = anyio.Lock()
         self._closed = False
 
@@ -30,8 +32,25 @@ class LazyStore:
                 if self._closed:
                     raise anyio.ClosedResourceError
                 if self._store is None:
-                    self._store = await self._opener()
+                    store = await self._opener()
+                    self._leases = leases_of(store)
+                    self._store = store
         return self._store
+
+    # Leases (see ``SessionLeases``): forwarded when the opened store has them.
+
+    async def acquire(self, session_id: str) -> None:
+        await self._get()
+        if self._leases is not None:
+            await self._leases.acquire(session_id)
+
+    async def release(self, session_id: str) -> None:
+        if self._leases is not None:
+            await self._leases.release(session_id)
+
+    def check_lease(self, session_id: str) -> None:
+        if self._leases is not None:
+            self._leases.check_lease(session_id)
 
     async def create(self, record: SessionRecord) -> SessionRecord:
         return await (await self._get()).create(record)

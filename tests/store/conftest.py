@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import anyio.to_thread
 import pytest
 
 from acp_agent.store import MemorySessionStore, SessionStore, SqliteSessionStore
@@ -27,7 +28,16 @@ async def _sqlite(request: pytest.FixtureRequest, tmp: Path, clock: Clock | None
     return await SqliteSessionStore.open(tmp / "store.sqlite3", clock=clock)
 
 
-OPENERS: dict[str, Opener] = {"memory": _memory, "sqlite": _sqlite}
+async def _postgres(request: pytest.FixtureRequest, tmp: Path, clock: Clock | None) -> SessionStore:
+    from acp_agent.store.postgres import PostgresSessionStore
+    from tests.helpers.postgres import fresh_schema_url
+
+    server = request.getfixturevalue("postgres_server_url")
+    url = await anyio.to_thread.run_sync(fresh_schema_url, server)
+    return await PostgresSessionStore.open(url, clock=clock)
+
+
+OPENERS: dict[str, Opener] = {"memory": _memory, "sqlite": _sqlite, "postgres": _postgres}
 
 
 @pytest.fixture(params=sorted(OPENERS))
