@@ -463,16 +463,16 @@ class AgentSession:
     ) -> None:
         """The one place a request's answer is written."""
         ok, value = outcome
-        if ok:
-            try:
+        try:
+            if ok:
                 frame = encode_result(request_id, value)
-            except TypeError:
-                log.exception("result for request %r is not JSON-serialisable", request_id)
-                frame = encode_error(request_id, INTERNAL_ERROR, "Internal error")
-        else:
-            frame = encode_error(
-                request_id, value["code"], value["message"], value.get("data", MISSING)
-            )
+            else:
+                frame = encode_error(
+                    request_id, value["code"], value["message"], value.get("data", MISSING)
+                )
+        except TypeError as exc:  # a value JSON cannot carry (say, a 2**64 error code)
+            log.error("the answer to request %r cannot be encoded: %s", request_id, exc)
+            frame = encode_error(request_id, INTERNAL_ERROR, "Internal error")
         self._enqueue(frame, urgent=urgent)
 
     async def _drain_notifications(self) -> None:

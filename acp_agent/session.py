@@ -522,7 +522,14 @@ def check_absolute_dir(value: object, what: str) -> str:
         raise InvalidParams(f"{what} must be a non-empty absolute path")
     if not os.path.isabs(value):
         raise InvalidParams(f"{what} must be an absolute path, got {value[:200]!r}")
+    check_path_text(value, what)
     return os.path.normpath(value)
+
+
+def check_path_text(path: str, what: str = "path") -> None:
+    """Refuse a path no file system call can take (a NUL byte) as bad params."""
+    if "\0" in path:
+        raise InvalidParams(f"{what} must not contain a NUL character")
 
 
 def check_additional_directories(value: object) -> tuple[str, ...]:
@@ -571,6 +578,7 @@ class Session:
 
     def resolve_path(self, path: str) -> str:
         """An absolute path: relative ones resolve against the session's cwd."""
+        check_path_text(path)
         return os.path.normpath(path if os.path.isabs(path) else os.path.join(self.cwd, path))
 
     def within_roots(self, path: str) -> bool:

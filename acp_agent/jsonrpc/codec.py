@@ -26,7 +26,7 @@ import orjson
 
 from acp_agent.errors import INVALID_REQUEST, PARSE_ERROR
 
-from .messages import Invalid, Message, RequestId, classify
+from .messages import Invalid, Message, RequestId, classify, sniff_id
 
 __all__ = [
     "MISSING",
@@ -59,6 +59,7 @@ MISSING: Final = _Missing()
 """Marks an argument that was not given (``None`` would mean JSON ``null``)."""
 
 _PARSE_ERROR: Final = Invalid(None, PARSE_ERROR, "Parse error")
+_SNIFF: Final = 1024  # bytes of an unreadable line searched for its request id
 _EMPTY_BATCH: Final = Invalid(None, INVALID_REQUEST, "Invalid request: empty batch")
 
 
@@ -71,12 +72,23 @@ def decode(line: bytes) -> list[Message | Invalid]:
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return [_PARSE_ERROR]
+        return [_parse_error(line)]
     if isinstance(obj, list):
         if not obj:
             return [_EMPTY_BATCH]
         return [classify(item) for item in obj]
     return [classify(obj)]
+
+
+def _parse_error(line: bytes) -> Invalid:
+    """A line orjson cannot read (bad JSON, or valid JSON past orjson's limits: ``1e999``,
+    integers over 64 bits, lone surrogates, deep nesting). A request whose id can still
+    be read in its head is answered with that id; anything else with id null."""
+    head = line[:_SNIFF]
+    if b'"method"' not in head:  # not a request: never answer a response of the peer's
+        return _PARSE_ERROR
+    request_id = sniff_id(head)
+    return _PARSE_ERROR if request_id is None else Invalid(request_id, PARSE_ERROR, "Parse error")
 
 
 def encode(obj: Any, *, default: Default | None = None) -> bytes:

@@ -20,6 +20,8 @@ from acp_agent.errors import InvalidParams
 
 _NON_NEGATIVE = re.compile(r"[0-9]+")
 _INTEGER = re.compile(r"-?[0-9]+")
+#: arguments are bounded to what a JSON-RPC message can carry (a signed 64-bit integer)
+INT_LIMIT = 2**63 - 1
 _HEAD = re.compile(r"(\S+)\s*")  # a command's name and the whitespace after it
 
 
@@ -55,28 +57,37 @@ class CommandLine:
             raise bad_argument(name, "missing")
         return words[index]
 
-    def count(self, index: int, name: str, default: int | None = None) -> int:
-        """A non-negative integer argument (``default`` when absent, if given)."""
+    def count(
+        self, index: int, name: str, default: int | None = None, *, maximum: int = INT_LIMIT
+    ) -> int:
+        """A non-negative integer argument up to ``maximum`` (``default`` when absent)."""
         words = self.words
         if index >= len(words) and default is not None:
             return default
         value = self.word(index, name)
         if not _NON_NEGATIVE.fullmatch(value):
             raise bad_argument(name, f"expected a non-negative integer, got {value[:40]!r}")
-        return int(value)
+        return _bounded(name, value, 0, maximum)
 
     def integer(self, index: int, name: str) -> int:
-        """An integer argument, negative allowed."""
+        """An integer argument, negative allowed, within a signed 64-bit range."""
         value = self.word(index, name)
         if not _INTEGER.fullmatch(value):
             raise bad_argument(name, f"expected an integer, got {value[:40]!r}")
-        return int(value)
+        return _bounded(name, value, -INT_LIMIT - 1, INT_LIMIT)
 
     def at_most(self, count: int) -> None:
         """Refuse arguments beyond the first ``count``."""
         words = self.words
         if len(words) > count:
             raise bad_argument("arguments", f"unexpected extra argument {words[count][:40]!r}")
+
+
+def _bounded(name: str, value: str, low: int, high: int) -> int:
+    # Checked on the digits first: int() of a huge string is slow by design.
+    if len(value.lstrip("-")) > 19 or not low <= int(value) <= high:
+        raise bad_argument(name, f"{value[:40]!r} is out of range ({low} to {high})")
+    return int(value)
 
 
 def first_text(blocks: Sequence[dict[str, Any]]) -> str | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Final
 
 import anyio
 
@@ -52,9 +53,12 @@ async def stream(turn: PromptTurn, line: CommandLine) -> StopReason:
     return "end_turn"
 
 
+MAX_SLEEP_MS: Final = 86_400_000  # a day
+
+
 async def sleep(turn: PromptTurn, line: CommandLine) -> StopReason:
     """``/sleep <ms>``: wait ``ms`` milliseconds (cancellable), then say ``slept <ms>``."""
-    ms = line.count(0, "ms")
+    ms = line.count(0, "ms", maximum=MAX_SLEEP_MS)
     line.at_most(1)
     await anyio.sleep(ms / 1000)
     await turn.client.message(f"slept {ms}")

@@ -1,0 +1,131 @@
+"""Regression tests for the breaks a hostile client found (issue 14), on a real agent process.
+
+Each test drives ``python -m acp_agent`` over real pipes with the scripted wire client
+and checks that the input is answered as the protocol says, and that the process lives
+on (its next request is answered) and ends with exit 0 and a quiet stderr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from acp_agent import Agent, PromptTurn
+from acp_agent.agent import StopReason
+from acp_agent.errors import RequestError
+from tests.helpers.memclient import serving
+from tests.helpers.wire_client import ProcessClient, is_response, spawn
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    # The agent under test is a subprocess on its own loop; the client side needs one.
+    return "asyncio"
+
+
+async def still_alive(client: ProcessClient) -> None:
+    result, _ = await client.call("session/list", {})
+    assert "sessions" in result
+
+
+def quiet(client: ProcessClient) -> None:
+    text = bytes(client.stderr).decode(errors="replace")
+    assert "Traceback" not in text and "ERROR" not in text, text
+
+
+async def test_an_error_code_past_64_bits_is_a_bad_argument(tmp_path: Path) -> None:
+    async with spawn() as client:
+        await client.initialize()
+        sid, _, _ = await client.new_session(tmp_path)
+        turn = await client.prompt(sid, "/fail 18446744073709551616 x")
+        assert turn.error is not None and turn.error["code"] == -32602
+        turn = await client.prompt(sid, "/fail -9223372036854775809 x")
+        assert turn.error is not None and turn.error["code"] == -32602
+        await still_alive(client)
+    assert client.process.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "/sleep " + "9" * 400,
+        "/read /tmp/a\x00b",
+        "/write /tmp/a\x00b hello",
+    ],
+)
+async def test_unusable_command_arguments_are_bad_params(tmp_path: Path, text: str) -> None:
+    async with spawn() as client:
+        await client.initialize()
+        sid, _, _ = await client.new_session(tmp_path)
+        turn = await client.prompt(sid, text)
+        assert turn.error is not None and turn.error["code"] == -32602, turn.response
+        await still_alive(client)
+    assert client.process.returncode == 0
+    quiet(client)
+
+
+async def test_a_cwd_with_a_nul_is_bad_params(tmp_path: Path) -> None:
+    async with spawn() as client:
+        await client.initialize()
+        request_id = await client.request(
+            "session/new", {"cwd": f"{tmp_path}/a\x00b", "mcpServers": []}
+        )
+        response, _ = await client.expect(lambda m: is_response(m, request_id))
+        assert response["error"]["code"] == -32602
+        await still_alive(client)
+    quiet(client)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        b"[1e999]",
+        b'["\\ud800"]',
+        b"[" * 2000 + b"]" * 2000,
+    ],
+)
+async def test_valid_json_orjson_cannot_read_is_answered_with_its_id(params: bytes) -> None:
+    async with spawn() as client:
+        await client.initialize()
+        line = b'{"jsonrpc":"2.0","id":"mine","method":"_x/y","params":' + params + b"}\n"
+        assert client.process.stdin is not None
+        await client.process.stdin.send(line)
+        response, _ = await client.expect(lambda m: "method" not in m)
+        assert response["id"] == "mine", response
+        assert response["error"]["code"] in (-32700, -32601, -32602)
+        await still_alive(client)
+    assert client.process.returncode == 0
+
+
+async def test_unparseable_garbage_is_still_answered_with_id_null() -> None:
+    async with spawn() as client:
+        assert client.process.stdin is not None
+        await client.process.stdin.send(b'{"jsonrpc": "2.0", "method": "x", "id"\n')
+        response, _ = await client.expect(lambda m: "method" not in m)
+        assert response == {"jsonrpc": "2.0", "id": None, "error": response["error"]}
+        assert response["error"]["code"] == -32700
+
+
+class Unencodable(Agent):
+    """Answers prompts with values JSON cannot carry."""
+
+    async def prompt(self, turn: PromptTurn) -> StopReason:
+        if turn.text == "code":
+            raise RequestError("huge", code=2**64)
+        raise RequestError("huge data", data={"n": -(2**70)})
+
+
+@pytest.mark.parametrize("text", ["code", "data"])
+async def test_an_answer_that_cannot_be_encoded_is_an_internal_error(text: str) -> None:
+    async with serving(Unencodable()) as (client, _server):
+        await client.initialize()
+        sid = await client.new_session()
+        response, _ = await client.call(
+            "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}
+        )
+        assert response["error"]["code"] == -32603
+        listed, _ = await client.call("session/list", {})
+        assert "result" in listed
