@@ -269,6 +269,7 @@ class AgentSession:
         self._jobs: deque[tuple[Request, RequestContext]] = deque()
         self._idle_workers: deque[_Flag | anyio.Event] = deque()  # one per waiting worker
         self._received = 0
+        self._reading = anyio.CancelScope()  # cancelled by stop_reading
 
     # ------------------------------------------------------------------ state
 
@@ -301,12 +302,18 @@ class AgentSession:
             self._tg = tg
             tg.start_soon(self._writer, name="acp-writer")
             try:
-                await self._receive_loop(tg)
+                with self._reading:
+                    await self._receive_loop(tg)
             finally:
                 with anyio.CancelScope(shield=True):
                     await self._shutdown()
                 tg.cancel_scope.cancel()
         self._tg = None
+
+    def stop_reading(self) -> None:
+        """End input as EOF does (SIGTERM): in-flight requests get the same grace and
+        the same answers, then :meth:`serve` returns."""
+        self._reading.cancel()
 
     async def _receive_loop(self, tg: anyio.abc.TaskGroup) -> None:
         transport = self._transport
@@ -445,6 +452,10 @@ class AgentSession:
             try:
                 for callback in ctx.after_response:
                     await callback()
+            except ConnectionClosed:
+                pass  # the client went away after its answer: a normal end
+            except Exception:
+                log.exception("follow-up of %r failed", req.method)
             finally:
                 self._kick()
 
@@ -454,6 +465,8 @@ class AgentSession:
             return (True, await self._dispatcher.dispatch(req.method, req.params, ctx))
         except RequestError as exc:
             return (False, exc.to_wire())
+        except ConnectionClosed:  # the client went away: no one reads this answer
+            return (False, {"code": INTERNAL_ERROR, "message": "The connection closed"})
         except Exception:
             log.exception("handler for %r failed", req.method)
             return (False, {"code": INTERNAL_ERROR, "message": "Internal error"})

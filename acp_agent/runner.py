@@ -27,12 +27,19 @@ from .transport import StdioTransport, reserve_stdout
 log = logging.getLogger("acp_agent.runner")
 
 
-async def _watch_signals(on_signal: Callable[[], None]) -> None:
+async def _watch_signals(stop: Callable[[], None], force: Callable[[], None]) -> None:
+    """The first signal ends input as EOF would (turns answer ``cancelled`` after the
+    same grace); a second one stops at once."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        seen = 0
         async for signum in signals:
+            seen += 1
             log.info("received signal %s: shutting down", signum)
-            on_signal()
-            return
+            if seen == 1:
+                stop()
+            else:
+                force()
+                return
 
 
 async def serve_stdio(
@@ -76,7 +83,7 @@ async def serve_stdio(
                     await server.serve(transport)
                 tg.cancel_scope.cancel()
 
-            tg.start_soon(_watch_signals, serving.cancel)
+            tg.start_soon(_watch_signals, server.stop, serving.cancel)
             tg.start_soon(run_server)
     finally:
         with anyio.CancelScope(shield=True):

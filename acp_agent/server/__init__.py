@@ -190,6 +190,11 @@ class AcpServer(SessionLifecycle, ModesAndConfig, PromptTurns):
         await self.agent.authenticate(method_id, raw.get("_meta"))
         return {}
 
+    def stop(self) -> None:
+        """End input as EOF would (used on SIGTERM); :meth:`serve` then returns."""
+        if self._conn is not None:
+            self._conn.stop_reading()
+
     # ------------------------------------------------------------------ extensions
 
     async def _ext_request(self, method: str, params: Any, ctx: RequestContext) -> Any:

@@ -20,6 +20,7 @@ from ..agent import PromptTurn
 from ..client import SessionClient
 from ..connection import RequestContext
 from ..errors import (
+    ConnectionClosed,
     InternalError,
     InvalidParams,
     PathOutsideRoots,
@@ -211,6 +212,10 @@ class PromptTurns(ServerBase):
             error = TurnTimeout(f"The prompt turn exceeded its {self.turn_timeout:g} s time limit")
         except RequestError as exc:
             error = exc
+        except ConnectionClosed:
+            # The client went away mid-turn (its answer to our call will never come):
+            # the turn ends cancelled, as on end of input.
+            turn.cancel(CancelReason.SHUTDOWN)
         except PathOutsideRoots as exc:
             # A path from the prompt that leaves the session's roots: bad input.
             error = InvalidParams(str(exc))

@@ -7,8 +7,10 @@ on (its next request is answered) and ends with exit 0 and a quiet stderr.
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
+import anyio
 import pytest
 
 from acp_agent import Agent, PromptTurn
@@ -129,3 +131,56 @@ async def test_an_answer_that_cannot_be_encoded_is_an_internal_error(text: str) 
         assert response["error"]["code"] == -32603
         listed, _ = await client.call("session/list", {})
         assert "result" in listed
+
+
+async def test_end_of_input_right_after_session_new_is_a_normal_end(tmp_path: Path) -> None:
+    async with spawn() as client:
+        await client.initialize()
+        # Input ends before the agent has sent the session's commands update.
+        await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert client.process.stdin is not None
+        await client.process.stdin.aclose()
+        with anyio.fail_after(10):
+            await client.process.wait()
+    assert client.process.returncode == 0
+    quiet(client)
+
+
+@pytest.mark.parametrize("end", ["eof", "sigterm"])
+async def test_a_running_turn_answers_cancelled_however_input_ends(
+    tmp_path: Path, end: str
+) -> None:
+    async with spawn() as client:
+        await client.initialize()
+        sid, _, _ = await client.new_session(tmp_path)
+        request_id = await client.start_prompt(sid, "/sleep 60000")
+        await client.call("session/list", {})  # the prompt was read and is running
+        assert client.process.stdin is not None
+        if end == "eof":
+            await client.process.stdin.aclose()
+        else:
+            client.process.send_signal(signal.SIGTERM)
+        response, _ = await client.expect(lambda m: is_response(m, request_id))
+        assert response.get("result") == {"stopReason": "cancelled"}, response
+        with anyio.fail_after(10):
+            await client.process.wait()
+    assert client.process.returncode == 0
+    quiet(client)
+
+
+async def test_end_of_input_during_a_permission_question_is_cancelled_quietly(
+    tmp_path: Path,
+) -> None:
+    async with spawn() as client:
+        await client.initialize()
+        sid, _, _ = await client.new_session(tmp_path)
+        request_id = await client.start_prompt(sid, f"/write {tmp_path}/f.txt hello")
+        await client.expect(lambda m: m.get("method") == "session/request_permission")
+        assert client.process.stdin is not None
+        await client.process.stdin.aclose()
+        response, _ = await client.expect(lambda m: is_response(m, request_id))
+        assert response.get("result") == {"stopReason": "cancelled"}, response
+        with anyio.fail_after(10):
+            await client.process.wait()
+    assert client.process.returncode == 0
+    quiet(client)
