@@ -9,7 +9,7 @@ every agent). It does no I/O and knows nothing of JSON-RPC framing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from acp_agent.errors import InvalidParams
 
@@ -38,6 +38,21 @@ def from_wire(model_cls: type[M], data: Any) -> M:
         raise invalid_params(exc) from None
 
 
+#: how deep a prompt's JSON may nest (arrays and objects, the params object counted):
+#: orjson encodes at most 254 levels, and the stored and replayed forms of a prompt
+#: wrap it in a few more, so this leaves a wide margin; deeper prompts are refused
+MAX_PROMPT_DEPTH: Final = 128
+
+
+def nesting_within(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests arrays and objects no more than ``limit`` levels deep."""
+    if type(value) is dict:
+        return limit > 0 and all(nesting_within(v, limit - 1) for v in value.values())
+    if type(value) is list:
+        return limit > 0 and all(nesting_within(v, limit - 1) for v in value)
+    return True
+
+
 def plain_text_prompt(params: dict[str, Any]) -> bool:
     """Whether ``params`` is a valid ``PromptRequest`` made only of plain text blocks.
 
@@ -46,7 +61,7 @@ def plain_text_prompt(params: dict[str, Any]) -> bool:
     the model then validates it.
     """
     meta = params.get("_meta")
-    if type(params.get("sessionId")) is not str or (meta is not None and type(meta) is not dict):
+    if type(params.get("sessionId")) is not str or (meta is not None and not _flat_meta(meta)):
         return False
     blocks = params.get("prompt")
     if type(blocks) is not list:
@@ -60,9 +75,14 @@ def plain_text_prompt(params: dict[str, Any]) -> bool:
         ):
             return False
         meta = block.get("_meta")
-        if meta is not None and type(meta) is not dict:
+        if meta is not None and not _flat_meta(meta):
             return False
     return True
+
+
+def _flat_meta(meta: Any) -> bool:
+    # A _meta nested deep is left to the full check (and refused there).
+    return type(meta) is dict and nesting_within(meta, MAX_PROMPT_DEPTH - 4)
 
 
 def _short(text: str) -> str:

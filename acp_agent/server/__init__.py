@@ -27,6 +27,7 @@ and does not know concrete transports or agents.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 import anyio
@@ -43,8 +44,18 @@ from ..transport import Transport
 from .base import CLOSE_GRACE, JSON, PROTOCOL_VERSION, BusyPolicy, log, params_object
 from .lifecycle import SessionLifecycle
 from .modes import ModesAndConfig
+from .ordering import Place
 from .turns import PromptTurns
 
+#: requests applied one at a time per session, in arrival order (see ordering)
+ORDERED_METHODS: Final = (
+    "session/load",
+    "session/resume",
+    "session/close",
+    "session/delete",
+    "session/set_mode",
+    "session/set_config_option",
+)
 WARM_IDLE: Final = 0.1  # seconds of a quiet connection before the models are built
 
 
@@ -52,26 +63,52 @@ class AcpServer(SessionLifecycle, ModesAndConfig, PromptTurns):
     """Serve an :class:`Agent` over ACP v1. One instance per connection."""
 
     def method_table(self) -> MethodTable:
+        ordered = self._ordered
         requests = {
             "initialize": self._initialize,
             "authenticate": self._gate(self._authenticate),
             "session/new": self._gate(self._new_session),
-            "session/load": self._gate(self._load_session),
-            "session/resume": self._gate(self._resume_session),
+            "session/load": ordered(self._gate(self._load_session)),
+            "session/resume": ordered(self._gate(self._resume_session)),
             "session/list": self._gate(self._list_sessions),
-            "session/close": self._gate(self._close_session),
-            "session/delete": self._gate(self._delete_session),
-            "session/set_mode": self._gate(self._set_mode),
-            "session/set_config_option": self._gate(self._set_config_option),
-            "session/prompt": self._prompt,  # gated itself (a claimed prompt passed the gate)
+            "session/close": ordered(self._gate(self._close_session)),
+            "session/delete": ordered(self._gate(self._delete_session)),
+            "session/set_mode": ordered(self._gate(self._set_mode)),
+            "session/set_config_option": ordered(self._gate(self._set_config_option)),
+            "session/prompt": self._prompt,  # gated and ordered itself (see turns)
         }
+        prepare: dict[str, Callable[[Any, RequestContext], None]] = dict.fromkeys(
+            ORDERED_METHODS, self._take_place
+        )
+        prepare["session/prompt"] = self._prompt_arrived
         return MethodTable(
             requests=requests,
             inline={"session/cancel": self._cancel},
-            prepare={"session/prompt": self._claim_slot},
+            prepare=prepare,
             fallback_request=self._ext_request,
             fallback_notification=self._ext_notification,
         )
+
+    def _take_place(self, params: Any, ctx: RequestContext) -> None:
+        """Take the request's place in its session's line (run in arrival order)."""
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if isinstance(session_id, str):
+            ctx.state["place"] = self._order.enter(session_id)
+
+    def _ordered(self, fn: Any) -> Any:
+        """Run ``fn`` once every request read before it for its session is done."""
+
+        async def ordered(params: Any, ctx: RequestContext) -> Any:
+            place: Place | None = ctx.state.pop("place", None)
+            if place is None:
+                return await fn(params, ctx)
+            try:
+                await place.wait()
+                return await fn(params, ctx)
+            finally:
+                self._order.leave(place)
+
+        return ordered
 
     def _gate(self, fn: Any) -> Any:
         async def gated(params: Any, ctx: RequestContext) -> Any:

@@ -26,6 +26,7 @@ from ..errors import INVALID_REQUEST, AuthRequired, InvalidParams, RequestError,
 from ..persistence import Persister
 from ..session import Session
 from ..store import DEFAULT_OWNER, MemorySessionStore, SessionRecord, SessionStore
+from .ordering import ArrivalOrder
 
 if TYPE_CHECKING:
     from ..protocol import PromptRequest
@@ -122,6 +123,7 @@ class ServerBase:
         self.sessions: dict[str, Session] = {}
         self.clients: dict[str, SessionClient] = {}
         self._waiting: dict[str, deque[anyio.Event]] = {}
+        self._order = ArrivalOrder()
         self._persister = Persister(self.store)
         self._conn: AgentSession | None = None
         self._models_ready: anyio.Event | None = None  # created by the first build

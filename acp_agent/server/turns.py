@@ -29,9 +29,10 @@ from ..errors import (
     ResourceNotFound,
     TurnTimeout,
 )
-from ..protocol.wire import plain_text_prompt
+from ..protocol.wire import MAX_PROMPT_DEPTH, nesting_within, plain_text_prompt
 from ..session import STOP_REASONS, CancelReason, Session, Turn
 from .base import JSON, ParsedPrompt, ServerBase, log, params_object, require_session_id
+from .ordering import Place
 
 
 class PromptTurns(ServerBase):
@@ -87,6 +88,15 @@ class PromptTurns(ServerBase):
         if queue:
             queue.popleft().set()
 
+    def _prompt_arrived(self, params: Any, ctx: RequestContext) -> None:
+        """Claim the slot at arrival, or, while other requests for the session wait in
+        its line (a load, a close), take a place behind them (see ordering)."""
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if isinstance(session_id, str) and self._order.busy(session_id):
+            ctx.state["place"] = self._order.enter(session_id)
+        else:
+            self._claim_slot(params, ctx)
+
     def _claim_slot(self, params: Any, ctx: RequestContext) -> None:
         """Take the prompt slot in arrival order (run by the receive loop, not a task).
 
@@ -118,6 +128,9 @@ class PromptTurns(ServerBase):
         raw = params_object(params)
         if plain_text_prompt(raw):  # only text blocks: none needs a capability
             return raw, None, raw["prompt"]
+        if not nesting_within(raw, MAX_PROMPT_DEPTH):
+            # What cannot be stored and replayed is refused before the turn starts.
+            raise InvalidParams(f"the prompt nests deeper than {MAX_PROMPT_DEPTH} levels")
         await self._models()
         from ..protocol import PromptRequest
         from ..protocol.wire import from_wire
@@ -128,6 +141,13 @@ class PromptTurns(ServerBase):
         return raw, request, blocks
 
     async def _prompt(self, params: Any, ctx: RequestContext) -> JSON:
+        place: Place | None = ctx.state.pop("place", None)
+        if place is not None:
+            try:
+                await place.wait()
+                self._claim_slot(params, ctx)  # as if it had arrived now
+            finally:
+                self._order.leave(place)
         claim: tuple[Session, Turn, Turn | None, SessionClient] | None = ctx.state.pop(
             "claim", None
         )

@@ -7,7 +7,9 @@ on (its next request is answered) and ends with exit 0 and a quiet stderr.
 
 from __future__ import annotations
 
+import json
 import signal
+import sys
 from pathlib import Path
 
 import anyio
@@ -183,4 +185,100 @@ async def test_end_of_input_during_a_permission_question_is_cancelled_quietly(
         with anyio.fail_after(10):
             await client.process.wait()
     assert client.process.returncode == 0
+    quiet(client)
+
+
+async def test_requests_pipelined_behind_a_load_apply_after_it(tmp_path: Path) -> None:
+    async with spawn() as client:
+        await client.initialize()
+        sid, _, _ = await client.new_session(tmp_path)
+        for method in ("session/load", "session/resume"):
+            opened = await client.request(
+                method, {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+            )
+            mode = await client.request("session/set_mode", {"sessionId": sid, "modeId": "auto"})
+            option = await client.request(
+                "session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "ask"}
+            )
+            for request_id in (opened, mode, option):
+                response, _ = await client.expect(lambda m, i=request_id: is_response(m, i))
+                assert "result" in response, (method, response)
+    quiet(client)
+
+
+async def test_a_delete_racing_a_load_is_final_and_spills_nowhere(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.sqlite3"
+    async with spawn([sys.executable, "-m", "acp_agent", "--store", str(db)]) as client:
+        await client.initialize()
+        doomed, _, _ = await client.new_session(tmp_path)
+        other, _, _ = await client.new_session(tmp_path)
+        assert (await client.prompt(doomed, "/echo first")).stop_reason == "end_turn"
+        params = {"sessionId": doomed, "cwd": str(tmp_path), "mcpServers": []}
+        load = await client.request("session/load", params)
+        delete = await client.request("session/delete", {"sessionId": doomed})
+        reload = await client.request("session/load", params)
+        prompt = await client.start_prompt(doomed, "/echo after delete")
+        answers = {}
+        for request_id in (load, delete, reload, prompt):
+            response, _ = await client.expect(lambda m, i=request_id: is_response(m, i))
+            answers[request_id] = response
+        assert "result" in answers[load], answers[load]
+        assert "result" in answers[delete], answers[delete]
+        assert answers[reload]["error"]["code"] == -32002, answers[reload]
+        assert answers[prompt]["error"]["code"] == -32002, answers[prompt]
+        for _ in range(3):
+            assert (await client.prompt(other, "/echo still here")).stop_reason == "end_turn"
+        listed, _ = await client.call("session/list", {})
+        assert [s["sessionId"] for s in listed["sessions"]] == [other]
+    assert client.process.returncode == 0
+    quiet(client)
+
+
+def nested(levels: int) -> dict[str, object]:
+    value: dict[str, object] = {"leaf": True}
+    for _ in range(levels - 1):
+        value = {"k": value}
+    return value
+
+
+async def send_deep(client: ProcessClient, session_id: str, block: dict[str, object]) -> str:
+    """Send a prompt with stdlib json (the client's orjson stops at 254 levels)."""
+    request_id = f"deep-{id(block)}"
+    params = {"sessionId": session_id, "prompt": [block]}
+    message = {"jsonrpc": "2.0", "id": request_id, "method": "session/prompt", "params": params}
+    assert client.process.stdin is not None
+    await client.process.stdin.send(json.dumps(message).encode() + b"\n")
+    return request_id
+
+
+async def test_a_prompt_is_refused_up_front_or_replayed_by_load(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.sqlite3"
+    command = [sys.executable, "-m", "acp_agent", "--store", str(db)]
+    accepted: list[int] = []
+    async with spawn(command) as client:
+        await client.initialize()
+        sid, _, _ = await client.new_session(tmp_path)
+        for levels in (20, 100, 124, 126, 200, 250, 252, 300):
+            block = {"type": "text", "text": "/echo deep", "_meta": nested(levels)}
+            request_id = await send_deep(client, sid, block)
+            turn = await client.finish_prompt(request_id)
+            if turn.error is None:
+                assert turn.stop_reason == "end_turn"
+                accepted.append(levels)
+            else:
+                assert turn.error["code"] == -32602, (levels, turn.error)
+        assert 100 in accepted and 250 not in accepted and 300 not in accepted
+    quiet(client)
+    async with spawn(command) as client:  # a new process reads the store
+        await client.initialize()
+        _, frames = await client.call(
+            "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+        )
+        replayed = [
+            f["params"]["update"]["content"]["_meta"]
+            for f in frames
+            if f.get("method") == "session/update"
+            and f["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+        ]
+        assert replayed == [nested(levels) for levels in accepted]
     quiet(client)
