@@ -19,6 +19,7 @@ no spelling for them) and rejects them on input.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -87,6 +88,12 @@ def _parse_error(line: bytes) -> Invalid:
     head = line[:_SNIFF]
     if b'"method"' not in head:  # not a request: never answer a response of the peer's
         return _PARSE_ERROR
+    try:
+        json.loads(line)  # the slow parser, on this rare path: is it valid JSON at all?
+    except RecursionError:
+        pass  # valid as far as anyone can tell; nested too deep to read
+    except ValueError:
+        return _PARSE_ERROR  # not JSON: its id cannot be trusted
     request_id = sniff_id(head)
     return _PARSE_ERROR if request_id is None else Invalid(request_id, PARSE_ERROR, "Parse error")
 
