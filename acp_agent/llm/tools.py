@@ -450,14 +450,17 @@ async def run_local(
 ) -> tuple[int | None, str, bool]:
     """Run ``command`` with ``/bin/sh`` in its own process group; kill the group on the
     way out (timeout or cancellation). Returns (exit code, output, timed out)."""
-    process = await anyio.open_process(
-        ["/bin/sh", "-c", command],
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    # Shielded: a cancel landing while the child starts would lose its handle (and
+    # leave the child running); the cancel is seen at the next await instead.
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            ["/bin/sh", "-c", command],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     chunks = bytearray()
     kept = 0
     try:
