@@ -227,6 +227,20 @@ def configure_logging(level: str, log_file: str | None) -> None:
     root.setLevel(level)
 
 
+def check_configuration(args: argparse.Namespace) -> None:
+    """Refuse, in one line, what cannot work, before anything runs; then set up logging."""
+    if args.store:
+        from .preflight import store_problem
+
+        problem = store_problem(args.store)
+        if problem:
+            fail(f"--store {args.store}: {problem}")
+    try:
+        configure_logging(args.log_level, args.log_file)
+    except OSError as exc:
+        fail(f"--log-file {args.log_file}: {exc.strerror or exc}")
+
+
 def fail(message: str) -> NoReturn:
     print(f"{PROG}: {message}", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
@@ -279,6 +293,10 @@ def serve(args: argparse.Namespace) -> int:
 
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     agent = build_agent(args)
+    if sys.stdin.isatty():
+        from .preflight import waiting_note
+
+        print(waiting_note(PROG), file=sys.stderr, flush=True)
     return run_agent(
         agent,
         backend=args.backend,
@@ -321,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(with_llm=_wants_llm(global_argv))
     args = parser.parse_args(global_argv)
     _check_env_choices(parser, args)
-    configure_logging(args.log_level, args.log_file)
+    check_configuration(args)
     if command == "conformance":
         return run_conformance(rest)
     if command == "chat":

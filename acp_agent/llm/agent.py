@@ -144,7 +144,7 @@ async def notice(client: SessionClient, text: str, *, thought: bool = False) -> 
     await client.update(
         {
             "sessionUpdate": "agent_thought_chunk" if thought else "agent_message_chunk",
-            "content": text_block(text if thought else text + "\n"),
+            "content": text_block(text + "\n"),  # each notice a line of its own
             "messageId": f"notice_{secrets.token_hex(6)}",
             "_meta": {META_KEY: {"notice": True}},
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -34,6 +35,23 @@ ARG_NAMES: Final = (
     "system_prompt",
     "command_timeout",
     "model_headers",
+)
+
+
+#: hosted endpoints that refuse every request without an API key; a local server (Ollama,
+#: vLLM, llama.cpp, LM Studio) usually needs none, and other hosts are not guessed at
+KEYED_HOSTS: Final = frozenset(
+    {
+        "api.openai.com",
+        "openrouter.ai",
+        "api.anthropic.com",
+        "api.groq.com",
+        "api.mistral.ai",
+        "api.deepseek.com",
+        "api.together.xyz",
+        "api.fireworks.ai",
+        "generativelanguage.googleapis.com",
+    }
 )
 
 
@@ -270,6 +288,12 @@ def config_from_args(
     if system_prompt:
         options["system_prompt"] = str(system_prompt)
     headers = _headers(_pick(args, "model_headers", env, "ACP_AGENT_MODEL_HEADERS"))
+    host = urllib.parse.urlsplit(str(base_url)).hostname or ""
+    if api_key is None and host in KEYED_HOSTS:
+        raise ConfigError(
+            f"{host} needs an API key: set ACP_AGENT_API_KEY (or OPENAI_API_KEY) or pass "
+            "--api-key-file"
+        )
     return LlmConfig(
         model=str(model),
         base_url=str(base_url),

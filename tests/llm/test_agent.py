@@ -190,6 +190,16 @@ async def test_unreachable_endpoint(tmp_path: Path) -> None:
         assert "retrying" in h.client.text("agent_thought_chunk")
 
 
+async def test_retry_notices_are_lines_of_their_own(tmp_path: Path) -> None:
+    async with harness(str(tmp_path)) as h:
+        sid = await h.session()
+        with pytest.raises(RpcError):
+            await h.client.prompt(sid, "fake:rate-limit-always")
+        notices = h.client.text("agent_thought_chunk").splitlines(keepends=True)
+        assert [n.endswith("\n") and "retrying" in n for n in notices] == [True, True]
+        assert "(attempt 2 of 3)" in notices[0] and "(attempt 3 of 3)" in notices[1]
+
+
 @pytest.mark.parametrize("scenario", ["rate-limit", "server-error-once"])
 async def test_retried_failures_recover(tmp_path: Path, scenario: str) -> None:
     async with harness(str(tmp_path)) as h:
