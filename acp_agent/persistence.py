@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import orjson
 
 from ._loop import Soon, soon
 from .errors import InternalError, SessionLeased
 from .store import JsonText, PackedJson, SessionStore
-from .store.shared import leases_of
+from .store.shared import held_prompts_of, leases_of
 
 log = logging.getLogger("acp_agent.server")
 
@@ -64,6 +65,7 @@ class Persister:
         self.failed: BaseException | None = None
         self._leases = leases_of(store)  # None: a store of one host, no leases
         self._refused: dict[str, SessionLeased] = {}  # writes fenced out, by session
+        self._held = held_prompts_of(store)  # None: waiting prompts are kept in memory only
 
     def sink_for(self, session_id: str) -> SessionSink:
         return SessionSink(self, session_id)
@@ -207,6 +209,30 @@ class Persister:
         """After a turn's sync: the refusal of a write of it, if another host owned the
         session by then (that turn's history is not this host's to write)."""
         return None if self._leases is None else self._refused.get(session_id)
+
+    # --- held prompts (--busy-policy queue on a shared store; no-ops otherwise) -----------
+
+    @property
+    def holds_prompts(self) -> bool:
+        return self._held is not None
+
+    async def hold_prompt(self, session_id: str, turn_id: str, request: Any, arrival: int) -> None:
+        """Keep a waiting prompt durably until the write that begins ``turn_id``."""
+        if self._held is not None:
+            text = orjson.dumps(request).decode()
+            await self._held.hold_prompt(session_id, turn_id, text, arrival)
+
+    async def drop_prompt(self, session_id: str, turn_id: str) -> None:
+        """Forget a held prompt that was answered without running."""
+        if self._held is not None:
+            await self._held.drop_prompt(session_id, turn_id)
+
+    async def held_prompts(self, session_id: str) -> list[tuple[str, Any]]:
+        """Prompts other hosts held for the session and never began: (turn id, params)."""
+        if self._held is None:
+            return []
+        held = await self._held.held_prompts(session_id)
+        return [(turn_id, orjson.loads(text)) for turn_id, text in held]
 
     def _written(self, batch: TurnBatch) -> None:
         batch.sealed = True

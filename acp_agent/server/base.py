@@ -233,6 +233,9 @@ class ServerBase:
             result["configOptions"] = options
         return result
 
+    async def _run_held_prompts(self, session: Session) -> None:
+        """Run the prompts other hosts held for ``session`` (see :mod:`.turns`)."""
+
     async def _announce_commands(self, session: Session) -> None:
         commands = list(self.agent.commands(session))
         if commands and session.session_id in self.sessions:

@@ -40,6 +40,10 @@ from .base import (
 )
 
 
+async def _soon(tg: anyio.abc.TaskGroup, fn: Any, *args: Any) -> None:
+    tg.start_soon(fn, *args)
+
+
 class SessionLifecycle(ServerBase):
     """Create, restore, list, close and delete ACP sessions."""
 
@@ -146,19 +150,24 @@ class SessionLifecycle(ServerBase):
                 await conn.notify(
                     "session/update", {"sessionId": session.session_id, "update": event}
                 )
-        await self._after_restore(session)
+        await self._after_restore(session, ctx)
         return self._setup_result(session, with_id=False)
 
     async def _resume_session(self, params: Any, ctx: RequestContext) -> JSON:
         session, _ = await self._restore(params_object(params), replay=False)
-        await self._after_restore(session)
+        await self._after_restore(session, ctx)
         return self._setup_result(session, with_id=False)
 
-    async def _after_restore(self, session: Session) -> None:
+    async def _after_restore(self, session: Session, ctx: RequestContext) -> None:
         # Extras go before the response: nothing for the session may follow it.
         await self._announce_commands(session)
         if session.mode_id is not None and self.agent.modes(session):
             await self._client(session).current_mode(session.mode_id)
+        if self._persister.holds_prompts and self._tg is not None:
+            # Prompts left waiting by a host that died or lost the session run after
+            # the response, as turns of this host (--busy-policy queue, shared stores).
+            tg = self._tg
+            ctx.after_response.append(lambda: _soon(tg, self._run_held_prompts, session))
 
     async def _list_sessions(self, params: Any, ctx: RequestContext) -> JSON:
         raw = params_object(params)

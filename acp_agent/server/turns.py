@@ -2,13 +2,16 @@
 
 It owns taking the one prompt slot of a session (refused at once or queued FIFO by
 ``busy_policy``), parsing the prompt, running the agent's turn with its optional time
-limit, and the turn's one authoritative end, written after the turn is durable.
+limit, and the turn's one authoritative end, written after the turn is durable. On a
+store shared by several hosts it also checks the session's lease before a turn, keeps
+queued prompts in the store while they wait, and runs those another host left behind.
 It does not create or close sessions (:mod:`.lifecycle`).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from typing import Any
 
@@ -27,6 +30,7 @@ from ..errors import (
     PromptAlreadyActive,
     RequestError,
     ResourceNotFound,
+    SessionLeased,
     TurnTimeout,
 )
 from ..protocol.wire import MAX_PROMPT_DEPTH, nesting_within, plain_text_prompt
@@ -117,6 +121,7 @@ class PromptTurns(ServerBase):
         elif self.busy_policy == "queue" and not session.closed:
             # Queue in arrival order, not in the order handler tasks happen to start.
             ctx.state["waiter"] = (session, self._enqueue_waiter(session))
+            ctx.state["arrival"] = time.time_ns()  # orders it if it is held (shared stores)
 
     async def _parse_prompt(self, params: Any) -> ParsedPrompt:
         """Validate the params: (params, the typed request or None, the blocks).
@@ -173,7 +178,17 @@ class PromptTurns(ServerBase):
             raise
         turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
         waiter = queued[1] if queued is not None and queued[0] is session else None
-        await self._acquire_slot(session, turn, waiter)
+        held = waiter is not None and self._persister.holds_prompts
+        try:
+            if held:  # kept durably while it waits (its turn's first write removes it)
+                arrival = ctx.state.get("arrival") or time.time_ns()
+                await self._persister.hold_prompt(session.session_id, turn.turn_id, params, arrival)
+            await self._acquire_slot(session, turn, waiter)
+        except BaseException as exc:
+            if held and not isinstance(exc, SessionLeased):  # answered: it will not run
+                with anyio.CancelScope(shield=True):
+                    await self._persister.drop_prompt(session.session_id, turn.turn_id)
+            raise
         try:
             previous, session.last_turn = session.last_turn, turn
             client = self.clients.get(session.session_id)
@@ -186,6 +201,31 @@ class PromptTurns(ServerBase):
             return await self._run_turn(session, client, turn, previous, parsed)
         finally:
             self._release(session, turn)
+
+    async def _run_held_prompts(self, session: Session) -> None:
+        """Run, in arrival order, the prompts other hosts held for ``session`` (queued
+        there, never begun: the host died or lost the session). Their senders are gone,
+        so their answers go nowhere; their turns stream to this session's client."""
+        for turn_id, params in await self._persister.held_prompts(session.session_id):
+            if self.sessions.get(session.session_id) is not session:
+                return  # closed or reloaded: the next owner runs the rest
+            turn = Turn(turn_id, self._new_scope())
+            try:
+                try:
+                    parsed = await self._parse_prompt(params)
+                except RequestError:  # it can never run
+                    await self._persister.drop_prompt(session.session_id, turn_id)
+                    raise
+                if not session.slot.try_start(turn):
+                    await self._acquire_slot(session, turn, self._enqueue_waiter(session))
+                previous, session.last_turn = session.last_turn, turn
+                await self._run_turn(session, self._client(session), turn, previous, parsed)
+            except SessionLeased:
+                return  # another host owns it now and runs what is left
+            except RequestError as exc:
+                log.info("held prompt %s of session %s: %s", turn_id, session.session_id, exc)
+            finally:
+                self._release(session, turn)
 
     def _release(self, session: Session, turn: Turn) -> None:
         if not turn.finished:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import anyio
 
 from acp_agent.store.base import JsonText, SessionRecord, SessionStore, TurnRecord
-from acp_agent.store.shared import SessionLeases, leases_of
+from acp_agent.store.shared import HeldPrompts, SessionLeases, held_prompts_of, leases_of
 
 
 class LazyStore:
@@ -23,6 +23,7 @@ class LazyStore:
         self._opener = opener
         self._store: SessionStore | None = None
         self._leases: SessionLeases | None = None  # the opened store's, if it has leases
+        self._held: HeldPrompts | None = None  # ... and if it keeps waiting prompts
         self._lock = anyio.Lock()
         self._closed = False
 
@@ -34,6 +35,7 @@ class LazyStore:
                 if self._store is None:
                     store = await self._opener()
                     self._leases = leases_of(store)
+                    self._held = held_prompts_of(store)
                     self._store = store
         return self._store
 
@@ -51,6 +53,23 @@ class LazyStore:
     def check_lease(self, session_id: str) -> None:
         if self._leases is not None:
             self._leases.check_lease(session_id)
+
+    # Held prompts (see ``HeldPrompts``): likewise.
+
+    async def hold_prompt(
+        self, session_id: str, turn_id: str, request: JsonText, arrival: int
+    ) -> None:
+        await self._get()
+        if self._held is not None:
+            await self._held.hold_prompt(session_id, turn_id, request, arrival)
+
+    async def drop_prompt(self, session_id: str, turn_id: str) -> None:
+        if self._held is not None:
+            await self._held.drop_prompt(session_id, turn_id)
+
+    async def held_prompts(self, session_id: str) -> builtins.list[tuple[str, JsonText]]:
+        await self._get()
+        return [] if self._held is None else await self._held.held_prompts(session_id)
 
     async def create(self, record: SessionRecord) -> SessionRecord:
         return await (await self._get()).create(record)

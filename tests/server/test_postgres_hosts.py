@@ -4,7 +4,9 @@ Host A runs on trio, host B on the default loop (uvloop where installed), each i
 process with ``--store postgresql://...`` and a short ``--lease-timeout``. A session made
 on A is continued on B with exact replay; B is refused a session A serves; a host killed
 mid-turn loses nothing it had written and B takes over once its lease expires; a host
-paused past its lease (SIGSTOP) finds its late write refused when it resumes.
+paused past its lease (SIGSTOP) finds its late write refused when it resumes. With
+``--busy-policy queue``, prompts waiting for a busy session are kept in the database and run
+in order, on the next owner if their host dies.
 
 Waiting for a lease to expire is waiting for the database's clock: B retries a refused
 load after the ``retryAfterMs`` the refusal names (bounded), and what another process
@@ -224,4 +226,79 @@ async def test_a_host_that_ends_releases_its_sessions_at_once(
         assert [u["sessionUpdate"] for u in replay_without_extras(frames, sid)] == [
             "user_message_chunk",
             "agent_message_chunk",
+        ]
+
+
+def queued_host(url: str, backend: str) -> list[str]:
+    return [*host(url, backend), "--busy-policy", "queue"]
+
+
+async def held_rows(url: str) -> list[tuple[str, str]]:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cursor = await conn.execute(
+            "SELECT turn_id, request FROM acp_prompt_queue ORDER BY arrival"
+        )
+        return [(str(t), str(r)) for t, r in await cursor.fetchall()]
+
+
+async def test_queued_prompts_wait_in_the_database_and_run_in_order(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    async with spawn(queued_host(postgres_url, "trio")) as a:
+        await a.initialize(FULL_CAPS)
+        sid, _, _ = await a.new_session(tmp_path)
+        busy = await a.start_prompt(sid, "/sleep 60000")
+        second = await a.start_prompt(sid, "/echo second")
+        third = await a.start_prompt(sid, "/echo third")
+        with anyio.fail_after(10):
+            while len(await held_rows(postgres_url)) < 2:
+                await anyio.sleep(0.02)  # another process writes them
+        requests = [request for _, request in await held_rows(postgres_url)]
+        assert "/echo second" in requests[0] and "/echo third" in requests[1]
+        await a.notify("session/cancel", {"sessionId": sid})
+        assert (await a.finish_prompt(busy)).stop_reason == "cancelled"
+        assert (await a.finish_prompt(second)).texts() == ["second"]
+        assert (await a.finish_prompt(third)).texts() == ["third"]
+        assert await held_rows(postgres_url) == []  # each went with its turn's first write
+
+
+async def test_a_prompt_queued_on_a_dead_host_runs_on_the_next_owner(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    async with spawn(queued_host(postgres_url, "trio")) as a:
+        await a.initialize(FULL_CAPS)
+        sid, _, _ = await a.new_session(tmp_path)
+        await a.start_prompt(sid, "/sleep 60000")
+        await a.start_prompt(sid, "/echo kept for later")
+        with anyio.fail_after(10):
+            while not await held_rows(postgres_url):
+                await anyio.sleep(0.02)  # another process writes it
+        a.process.send_signal(signal.SIGKILL)
+        await a.process.wait()
+
+    async with spawn(queued_host(postgres_url, "auto")) as b:
+        await b.initialize(FULL_CAPS)
+        await load_when_free(b, sid, tmp_path)
+        # After the load's response, B runs what A had queued, streaming it to its client.
+        update, _ = await b.expect(
+            lambda m: (
+                m.get("method") == "session/update"
+                and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            )
+        )
+        assert update["params"]["update"]["content"]["text"] == "kept for later"
+        turn = await b.prompt(sid, "/echo mine")  # queued behind it, if it still runs
+        assert turn.texts() == ["mine"]
+        assert await held_rows(postgres_url) == []
+        await b.call("session/close", {"sessionId": sid})
+        replay = replay_without_extras(await load_when_free(b, sid, tmp_path), sid)
+        texts = [u["content"].get("text") for u in replay if "content" in u]
+        assert texts == [
+            "/sleep 60000",
+            "/echo kept for later",
+            "kept for later",
+            "/echo mine",
+            "mine",
         ]
