@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -54,8 +54,8 @@ def host(url: str, backend: str) -> list[str]:
 
 
 @asynccontextmanager
-async def started(url: str, backend: str) -> AsyncIterator[ProcessClient]:
-    async with spawn(host(url, backend)) as agent:
+async def started(url: str, backend: str, *flags: str) -> AsyncIterator[ProcessClient]:
+    async with spawn([*host(url, backend), *flags]) as agent:
         agent.on_request = allow
         await agent.initialize(FULL_CAPS)
         yield agent
@@ -86,22 +86,35 @@ def user(text: str) -> Message:
     return {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text}}
 
 
-async def stored(url: str, sid: str, needle: str) -> None:
-    """Wait until an update of the session holding ``needle`` is in the database."""
+async def query(url: str, sql: str, *params: object) -> list[tuple[Any, ...]]:
     import psycopg
 
+    async with await psycopg.AsyncConnection.connect(url) as conn:
+        cursor = await conn.execute(sql, params)  # type: ignore[arg-type]
+        return await cursor.fetchall()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]]) -> None:
+    """Wait until ``check()`` holds (it reads what another process writes)."""
     with anyio.fail_after(10):
-        while True:
-            async with await psycopg.AsyncConnection.connect(url) as conn:
-                cursor = await conn.execute(
-                    "SELECT count(*) FROM acp_updates u, unnest(u.items) AS item "
-                    "WHERE u.session_id = %s AND strpos(item, %s) > 0",
-                    (sid, needle),
-                )
-                row = await cursor.fetchone()
-            if row and row[0]:
-                return
-            await anyio.sleep(0.02)  # another process writes it; no shared clock
+        while not await check():  # noqa: ASYNC110 - another process; no shared clock
+            await anyio.sleep(0.02)
+
+
+async def stored(url: str, sid: str, needle: str) -> None:
+    """Wait until an update of the session holding ``needle`` is in the database."""
+
+    async def found() -> bool:
+        rows = await query(
+            url,
+            "SELECT count(*) FROM acp_updates u, unnest(u.items) AS item "
+            "WHERE u.session_id = %s AND strpos(item, %s) > 0",
+            sid,
+            needle,
+        )
+        return bool(rows[0][0])
+
+    await eventually(found)
 
 
 async def test_a_session_moves_between_hosts_with_exact_replay(
@@ -229,57 +242,57 @@ async def test_a_host_that_ends_releases_its_sessions_at_once(
         ]
 
 
-def queued_host(url: str, backend: str) -> list[str]:
-    return [*host(url, backend), "--busy-policy", "queue"]
+QUEUE = ("--busy-policy", "queue")
 
 
-async def held_rows(url: str) -> list[tuple[str, str]]:
-    import psycopg
+async def held_requests(url: str) -> list[str]:
+    """The params of the prompts held in the database, in arrival order."""
+    rows = await query(url, "SELECT request FROM acp_prompt_queue ORDER BY arrival")
+    return [str(request) for (request,) in rows]
 
-    async with await psycopg.AsyncConnection.connect(url) as conn:
-        cursor = await conn.execute(
-            "SELECT turn_id, request FROM acp_prompt_queue ORDER BY arrival"
-        )
-        return [(str(t), str(r)) for t, r in await cursor.fetchall()]
+
+async def busy_with_waiting(
+    agent: ProcessClient, url: str, sid: str, *texts: str
+) -> tuple[int, list[int]]:
+    """Keep the session busy and queue ``texts`` behind; return when they are held."""
+    busy = await agent.start_prompt(sid, "/sleep 60000")
+    waiting = [await agent.start_prompt(sid, text) for text in texts]
+
+    async def all_held() -> bool:
+        return len(await held_requests(url)) == len(texts)
+
+    await eventually(all_held)
+    return busy, waiting
 
 
 async def test_queued_prompts_wait_in_the_database_and_run_in_order(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    async with spawn(queued_host(postgres_url, "trio")) as a:
-        await a.initialize(FULL_CAPS)
+    async with started(postgres_url, "trio", *QUEUE) as a:
         sid, _, _ = await a.new_session(tmp_path)
-        busy = await a.start_prompt(sid, "/sleep 60000")
-        second = await a.start_prompt(sid, "/echo second")
-        third = await a.start_prompt(sid, "/echo third")
-        with anyio.fail_after(10):
-            while len(await held_rows(postgres_url)) < 2:
-                await anyio.sleep(0.02)  # another process writes them
-        requests = [request for _, request in await held_rows(postgres_url)]
+        busy, (second, third) = await busy_with_waiting(
+            a, postgres_url, sid, "/echo second", "/echo third"
+        )
+        requests = await held_requests(postgres_url)
         assert "/echo second" in requests[0] and "/echo third" in requests[1]
         await a.notify("session/cancel", {"sessionId": sid})
         assert (await a.finish_prompt(busy)).stop_reason == "cancelled"
         assert (await a.finish_prompt(second)).texts() == ["second"]
         assert (await a.finish_prompt(third)).texts() == ["third"]
-        assert await held_rows(postgres_url) == []  # each went with its turn's first write
+        assert await held_requests(postgres_url) == []  # each went with its turn's first write
 
 
 async def test_a_prompt_queued_on_a_dead_host_runs_on_the_next_owner(
     postgres_url: str, tmp_path: Path
 ) -> None:
-    async with spawn(queued_host(postgres_url, "trio")) as a:
-        await a.initialize(FULL_CAPS)
+    async with started(postgres_url, "trio", *QUEUE) as a:
         sid, _, _ = await a.new_session(tmp_path)
-        await a.start_prompt(sid, "/sleep 60000")
-        await a.start_prompt(sid, "/echo kept for later")
-        with anyio.fail_after(10):
-            while not await held_rows(postgres_url):
-                await anyio.sleep(0.02)  # another process writes it
+        await busy_with_waiting(a, postgres_url, sid, "/echo kept for later")
+        await stored(postgres_url, sid, "/sleep 60000")  # the busy turn's own first write
         a.process.send_signal(signal.SIGKILL)
         await a.process.wait()
 
-    async with spawn(queued_host(postgres_url, "auto")) as b:
-        await b.initialize(FULL_CAPS)
+    async with started(postgres_url, "auto", *QUEUE) as b:
         await load_when_free(b, sid, tmp_path)
         # After the load's response, B runs what A had queued, streaming it to its client.
         update, _ = await b.expect(
@@ -291,7 +304,7 @@ async def test_a_prompt_queued_on_a_dead_host_runs_on_the_next_owner(
         assert update["params"]["update"]["content"]["text"] == "kept for later"
         turn = await b.prompt(sid, "/echo mine")  # queued behind it, if it still runs
         assert turn.texts() == ["mine"]
-        assert await held_rows(postgres_url) == []
+        assert await held_requests(postgres_url) == []
         await b.call("session/close", {"sessionId": sid})
         replay = replay_without_extras(await load_when_free(b, sid, tmp_path), sid)
         texts = [u["content"].get("text") for u in replay if "content" in u]
