@@ -40,7 +40,7 @@ from ..session import Session
 from .backend import ChatBackend
 from .config import LlmConfig
 from .context import META_KEY, build_messages, system_prompt
-from .mcp_host import McpHost, McpSessionLink, describe
+from .mcp_host import McpHost, McpSessionLink, describe, mcp_available
 from .stream import Delta, ModelResponse, TextDelta
 from .tools import (
     BUILTIN_SCHEMAS,
@@ -66,7 +66,7 @@ class LlmAgent(Agent):
     title = "acp-agent (LLM)"
     version = "0.1.0"
     prompt_capabilities: ClassVar[PromptCapabilities] = {"embeddedContext": True}
-    mcp_http = True  # streamable HTTP; SSE is not offered
+    mcp_http = mcp_available()  # streamable HTTP, when the mcp package is there; no SSE
 
     def __init__(
         self, config: LlmConfig, *, http_transport: httpx.AsyncBaseTransport | None = None

@@ -67,7 +67,10 @@ JSON = dict[str, Any]
 
 
 def mcp_available() -> bool:
-    return importlib.util.find_spec("mcp") is not None
+    try:
+        return importlib.util.find_spec("mcp") is not None
+    except (ImportError, ValueError):  # hidden or half-installed
+        return False
 
 
 def describe(exc: BaseException) -> str:
@@ -349,6 +352,9 @@ class McpHost:
             link.failures.extend(
                 f"MCP server {s.name!r} could not be started: {reason}" for s in link.servers
             )
+            for server in link.servers:  # never started: already stopped
+                server.ready.set()
+                server.done.set()
             link.ready.set()
             return link
         assert lifespan is not None

@@ -282,3 +282,42 @@ async def test_a_prompt_is_refused_up_front_or_replayed_by_load(tmp_path: Path) 
         ]
         assert replayed == [nested(levels) for levels in accepted]
     quiet(client)
+
+
+#: the LLM agent in a process that cannot import ``mcp`` (the default install)
+WITHOUT_MCP = """
+import importlib.abc, sys
+
+class HideMcp(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "mcp" or name.startswith("mcp."):
+            raise ModuleNotFoundError(name)
+        return None
+
+sys.meta_path.insert(0, HideMcp())
+from acp_agent.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+async def test_mcp_servers_without_the_mcp_package_cost_no_time(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", WITHOUT_MCP, "--model", "m", "--store", "memory"]
+    command += ["--base-url", "http://127.0.0.1:9/v1"]
+    stdio = {"name": "tools", "command": "/bin/true", "args": [], "env": []}
+    http = {"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []}
+    async with spawn(command, env={"ACP_AGENT_API_KEY": "k"}) as client:
+        result = await client.initialize()
+        assert result["agentCapabilities"]["mcpCapabilities"]["http"] is False
+        refused = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": [http]})
+        response, _ = await client.expect(lambda m: is_response(m, refused))
+        assert response["error"]["code"] == -32602
+        with anyio.fail_after(3):
+            opened, _ = await client.call(
+                "session/new", {"cwd": str(tmp_path), "mcpServers": [stdio]}
+            )
+            await client.call("session/close", {"sessionId": opened["sessionId"]})
+            await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": [stdio]})
+            assert client.process.stdin is not None
+            await client.process.stdin.aclose()
+            await client.process.wait()
+    assert client.process.returncode == 0
