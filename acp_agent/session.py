@@ -560,6 +560,8 @@ class Session:
     state: dict[str, Any] = field(default_factory=dict)
     #: the most recent turn (it may still be unwinding after a cancel)
     last_turn: Turn | None = None
+    #: the turn whose history is open (or being made durable); the next turn waits for it
+    history_turn: Turn | None = None
     _tool_ids: int = 0
     _resolved_roots: tuple[tuple[str, str], ...] | None = None
     _tool_prefix: str = field(default_factory=lambda: os.urandom(3).hex())

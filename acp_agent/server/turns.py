@@ -245,9 +245,13 @@ class PromptTurns(ServerBase):
         if previous is not None and not previous.finished:
             # A cancelled turn may still be unwinding: its history closes first.
             await previous.done.wait()
+        while (holder := session.history_turn) is not None:
+            # An older turn still unwinds (one that never ran can sit in between).
+            await holder.done.wait()
         params, request, blocks = parsed
         self._persister.check_lease(session.session_id)  # another host serves it now?
         handle = session.history.start_turn(turn.turn_id, blocks)
+        session.history_turn = turn
         prompt_turn = PromptTurn(session, client, params, blocks, turn.turn_id, _request=request)
         stop: str | None = None
         error: RequestError | None = None
@@ -297,6 +301,8 @@ class PromptTurns(ServerBase):
                     with anyio.CancelScope(shield=True):
                         await self._persister.sync()
             finally:
+                if session.history_turn is turn:
+                    session.history_turn = None
                 turn.finish(final)
         if final is None:
             raise error if error is not None else InternalError("The turn ended without a result")

@@ -11,6 +11,7 @@ import json
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -321,3 +322,33 @@ async def test_mcp_servers_without_the_mcp_package_cost_no_time(tmp_path: Path) 
             await client.process.stdin.aclose()
             await client.process.wait()
     assert client.process.returncode == 0
+
+
+async def test_cancel_then_an_invalid_and_a_valid_prompt_behind_an_unwinding_turn(
+    tmp_path: Path,
+) -> None:
+    async with spawn() as client:
+        await client.initialize()
+        sid, _, _ = await client.new_session(tmp_path)
+        running = await client.start_prompt(sid, "/run sleep 100")
+        create, _ = await client.expect(lambda m: m.get("method") == "terminal/create")
+        await client.send({"jsonrpc": "2.0", "id": create["id"], "result": {"terminalId": "t1"}})
+        await client.expect(lambda m: m.get("method") == "terminal/wait_for_exit")
+        await client.notify("session/cancel", {"sessionId": sid})
+        # The cancelled turn unwinds: it kills its terminal and waits for our answer.
+        kill, _ = await client.expect(lambda m: m.get("method") == "terminal/kill")
+        invalid = await client.request("session/prompt", {"sessionId": sid, "prompt": "x"})
+        response, _ = await client.expect(lambda m: is_response(m, invalid))
+        assert response["error"]["code"] == -32602
+        valid = await client.start_prompt(sid, "/echo next")
+        await client.send({"jsonrpc": "2.0", "id": kill["id"], "result": {}})
+        answers: dict[int, Any] = {}
+        while len(answers) < 2:
+            message = await client.receive()
+            if message.get("method") == "terminal/release":
+                await client.send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+            elif "method" not in message and message.get("id") in (running, valid):
+                answers[message["id"]] = message
+        assert answers[running]["result"] == {"stopReason": "cancelled"}
+        assert answers[valid].get("result") == {"stopReason": "end_turn"}, answers[valid]
+    quiet(client)
