@@ -27,7 +27,7 @@ EXIT_USAGE = 2
 #: the command (not `acp-agent`: an unrelated project on PyPI installs a command of that name)
 PROG: Final = "acp-agent-kit"
 
-SUBCOMMANDS = ("chat", "demo", "conformance")
+SUBCOMMANDS = ("chat", "demo", "conformance", "serve")
 
 # flag -> environment variable; every flag has one.
 ENV = {
@@ -59,6 +59,9 @@ subcommands:
                         session and check every step
   conformance [OPTIONS] -- AGENT_COMMAND...
                         run the conformance suite against an agent command
+  serve [--listen HOST:PORT] [--token-file PATH]
+                        serve the agent over Streamable HTTP and WebSocket at
+                        /acp; `acp-agent-kit serve --help` for more
 
 every flag can also be set through its environment variable (the flag wins).
 logs go to stderr (stdout carries only protocol messages), or to --log-file.
@@ -333,6 +336,20 @@ def run_conformance(rest: list[str]) -> int:
     return int(conformance_main(rest))
 
 
+def run_serve(args: argparse.Namespace, rest: list[str]) -> int:
+    from .remote.cli import main as serve_main
+
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+    return serve_main(
+        rest,
+        make_agent=lambda: build_agent(args),
+        backend=args.backend,
+        store=args.store,
+        busy_policy=args.busy_policy,
+        turn_timeout=args.turn_timeout,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     global_argv, command, rest = split_argv(argv)
@@ -346,6 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_chat(args, rest)
     if command == "demo":
         return run_demo(args, rest)
+    if command == "serve":
+        return run_serve(args, rest)
     return serve(args)
 
 

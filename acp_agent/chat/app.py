@@ -32,6 +32,7 @@ from rich.text import Text
 
 from acp_agent._loop import Backend, run
 from acp_agent.errors import AcpError, ConnectionClosed, RequestError
+from acp_agent.transport.remote import read_token
 
 from .client import AcpClient, default_agent_command, open_client
 from .lines import LineReader
@@ -65,6 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="the session's working directory; files and terminals are confined to it "
         "(default: the current directory)",
     )
+    parser.add_argument(
+        "--url",
+        help="talk to the agent served at this URL (ws://HOST:PORT/acp or http://...) "
+        "instead of starting one",
+    )
+    parser.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="with --url: send the token in this file (a bare token, or the first "
+        "`<principal> <token>` line)",
+    )
     return parser
 
 
@@ -87,6 +99,8 @@ class ChatApp:
         self.cancelling = False
         self.interrupts = 0
         self.quit_scope: anyio.CancelScope | None = None
+        self.url: str | None = None  # talk to a remote agent instead of the command
+        self.token: str | None = None
 
     # -- the Observer interface ----------------------------------------------------------
 
@@ -132,7 +146,9 @@ class ChatApp:
 
     async def run(self) -> int:
         try:
-            async with open_client(self.command, self.cwd, self) as client:
+            async with open_client(
+                self.command, self.cwd, self, url=self.url, token=self.token
+            ) as client:
                 self.client = client
                 self.renderer.terminal_lookup = client.workspace.terminal_output
                 self.quit_scope = anyio.CancelScope()
@@ -286,9 +302,18 @@ def main(argv: Sequence[str], *, backend: Backend = "auto") -> int:
         print(f"acp-agent-kit chat: --cwd {args.cwd!r} is not a directory", file=sys.stderr)
         return 2
     approve = True if args.auto_approve else False if args.auto_reject else None
+    if args.url and command:
+        print("acp-agent-kit chat: give --url or an agent command, not both", file=sys.stderr)
+        return 2
+    try:
+        token = read_token(args.token_file) if args.token_file else None
+    except ValueError as exc:
+        print(f"acp-agent-kit chat: {exc}", file=sys.stderr)
+        return 2
     app = ChatApp(
         command or default_agent_command(), cwd, approve=approve, console=Console(highlight=False)
     )
+    app.url, app.token = args.url, token
     try:
         return int(run(app.run, backend=backend))
     except AcpError as exc:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +25,8 @@ import anyio
 
 from acp_agent import __version__
 from acp_agent.errors import InvalidParams, MethodNotFound
+from acp_agent.transport import Transport
+from acp_agent.transport.remote import open_remote
 
 from .connection import AgentProcess, ClientConnection
 from .workspace import Workspace
@@ -160,12 +163,47 @@ class AcpClient:
         await self.connection.call("session/set_mode", {"sessionId": session_id, "modeId": mode_id})
 
 
+class RemoteAgent:
+    """An agent reached at a URL, in the place of a subprocess: it has no stderr."""
+
+    def __init__(self, transport: Transport, url: str) -> None:
+        self.transport = transport
+        self.command = [url]
+        self.stderr_lines: deque[str] = deque()
+
+    async def collect_stderr(self) -> None:
+        return
+
+    async def stop(self) -> None:
+        await self.transport.aclose()
+
+
 @asynccontextmanager
 async def open_client(
-    command: Sequence[str], cwd: str, observer: Observer | None = None
+    command: Sequence[str],
+    cwd: str,
+    observer: Observer | None = None,
+    *,
+    url: str | None = None,
+    token: str | None = None,
 ) -> AsyncIterator[AcpClient]:
-    """Start ``command`` and connect to it; on exit stop the agent and every terminal."""
+    """Start ``command`` (or reach the agent at ``url``, ws:// or http://) and connect to
+    it; on exit stop the agent (or end the connection) and every terminal."""
+    if url is not None:
+        async with open_remote(url, token=token) as transport:
+            remote: Any = RemoteAgent(transport, url)
+            async with _connected(remote, cwd, observer) as client:
+                yield client
+        return
     agent = await AgentProcess.start(command, cwd=cwd, env=agent_env(command))
+    async with _connected(agent, cwd, observer) as client:
+        yield client
+
+
+@asynccontextmanager
+async def _connected(
+    agent: AgentProcess, cwd: str, observer: Observer | None
+) -> AsyncIterator[AcpClient]:
     async with anyio.create_task_group() as tg:
         workspace = Workspace(cwd, tg)
         client = AcpClient(agent, workspace)

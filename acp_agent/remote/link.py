@@ -1,0 +1,97 @@
+"""One remote connection as a byte ``Transport``: whole messages in, whole messages out.
+
+This module owns :class:`MessageLink`, the adapter between a remote connection (a
+WebSocket, or the POSTs and SSE stream of Streamable HTTP) and the per-connection
+server, which reads and writes newline-delimited JSON through the ordinary
+:class:`~acp_agent.transport.Transport` interface (the in-memory transport works the
+same way). The server side sees ``receive``/``send``/``try_send``/``aclose``; the
+remote side hands in one message at a time (:meth:`deliver`), ends the input like a
+pipe reaching EOF (:meth:`end_input`) and takes the server's messages one by one
+(:meth:`next_batch`).
+
+Both directions are bounded memory streams: a client that sends faster than the
+server reads waits in :meth:`deliver`, and a server that writes faster than the client
+reads waits in ``send`` (back-pressure, as on a pipe).
+
+It knows nothing of HTTP, WebSockets, JSON-RPC or ACP: a message is opaque bytes
+holding no raw newline (raw newlines, which JSON allows only as whitespace, are turned
+into spaces on the way in).
+"""
+
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+
+__all__ = ["MessageLink"]
+
+BUFFER = 64
+"""Chunks each direction holds before the writer waits."""
+
+
+class MessageLink:
+    """A ``Transport`` (plus ``try_send``) for the server; the remote side's methods below."""
+
+    __slots__ = ("_in_receive", "_in_send", "_out_receive", "_out_send", "delivered")
+
+    def __init__(self, buffer: int = BUFFER) -> None:
+        self._in_send, self._in_receive = anyio.create_memory_object_stream[bytes](buffer)
+        self._out_send, self._out_receive = anyio.create_memory_object_stream[bytes](buffer)
+        #: messages handed in so far (the idle check reads it)
+        self.delivered = 0
+
+    # -- the server's side: a Transport
+
+    async def receive(self) -> bytes:
+        return await self._in_receive.receive()
+
+    async def send(self, data: bytes) -> None:
+        if not data:
+            await anyio.lowlevel.checkpoint()
+            return
+        await self._out_send.send(bytes(data))
+
+    def try_send(self, data: bytes) -> int:
+        """Take ``data`` now if there is room (all of it), else nothing (0)."""
+        if not data:
+            return 0
+        try:
+            self._out_send.send_nowait(bytes(data))
+        except (anyio.WouldBlock, anyio.BrokenResourceError):
+            return 0
+        return len(data)
+
+    async def aclose(self) -> None:
+        self._out_send.close()
+        self._in_receive.close()
+
+    # -- the remote side
+
+    async def deliver(self, message: bytes) -> None:
+        """Hand one client message to the server (waits while the server is behind).
+
+        Raises ``anyio.BrokenResourceError`` once the server has stopped reading."""
+        if b"\n" in message:
+            message = message.replace(b"\n", b" ")
+        self.delivered += 1
+        await self._in_send.send(message + b"\n")
+
+    def end_input(self) -> None:
+        """No more client messages: the server sees end of input, as on a closed pipe."""
+        self._in_send.close()
+
+    def drop_output(self) -> None:
+        """The client is gone: the server's further sends fail as on a broken pipe."""
+        self._out_receive.close()
+
+    async def next_batch(self) -> list[bytes] | None:
+        """The server's next messages, in order, as written together (never empty);
+        None once the server has closed its side and everything was taken."""
+        while True:
+            try:
+                chunk = await self._out_receive.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                return None
+            batch = [line for line in chunk.split(b"\n") if line]
+            if batch:
+                return batch

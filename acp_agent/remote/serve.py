@@ -1,0 +1,196 @@
+"""Serve an agent to many remote clients: ``serve_http`` and ``run_http``.
+
+This module owns the process around the ``/acp`` endpoint: where it listens (and the
+rule that without a token file it listens on loopback only), the ASGI server
+underneath (Hypercorn, with wsproto for WebSockets: it runs on asyncio, uvloop and
+trio alike), one server object per connection sharing one session store, and the
+graceful stop: on SIGTERM or SIGINT every connection's input ends as a closed pipe
+would, open turns answer ``cancelled``, the streams close and the call returns.
+
+It knows nothing of the HTTP details (:mod:`acp_agent.remote.asgi`) nor of how the
+connections are kept (:mod:`acp_agent.remote.registry`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import signal
+import socket
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import anyio
+
+from .._loop import Backend, run, running_asyncio_loop
+from ..agent import Agent
+from ..server import AcpServer, BusyPolicy
+from ..store import LazyStore, SessionStore, open_store
+from .asgi import RemoteApp
+from .auth import Principals
+from .registry import Limits, Registry
+
+__all__ = ["RemoteConfigError", "is_loopback", "parse_listen", "run_http", "serve_http"]
+
+log = logging.getLogger("acp_agent.remote")
+
+AgentSource = Agent | Callable[[], Agent]
+"""An agent shared by every connection, or a callable making one per connection (an
+``Agent`` subclass itself is such a callable)."""
+
+
+class RemoteConfigError(ValueError):
+    """The server cannot start as configured (the message says why)."""
+
+
+def parse_listen(listen: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) as ``(host, port)``."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise RemoteConfigError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
+    return host.removeprefix("[").removesuffix("]"), int(port_text)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.create_server((host, port), family=family, backlog=1024)
+    except OSError as exc:
+        raise RemoteConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _hypercorn_config(fd: int, limits: Limits) -> Any:
+    from hypercorn.config import Config
+
+    config = Config()
+    config.bind = [f"fd://{fd}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    # Frames up to twice the cap reach the server, which answers those over the cap
+    # with an error (as on stdio); larger ones close the socket (1009).
+    config.websocket_max_message_size = 2 * limits.max_message
+    config.graceful_timeout = 2.0
+    return config
+
+
+async def _run_hypercorn(
+    app: RemoteApp, config: Any, trigger: Callable[[], Awaitable[None]]
+) -> None:
+    if running_asyncio_loop() is None:  # trio
+        from hypercorn.trio import serve as trio_serve
+
+        await trio_serve(app, config, shutdown_trigger=trigger)  # type: ignore[arg-type]
+        return
+    import asyncio
+
+    from hypercorn.asyncio import serve as asyncio_serve
+
+    # Hypercorn stops through an asyncio.TaskGroup, which cancels its parent task: a
+    # task of its own keeps that cancellation away from this task's anyio scopes.
+    await asyncio.ensure_future(asyncio_serve(app, config, shutdown_trigger=trigger))  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def _listening(listen: str, principals: Principals) -> Iterator[socket.socket]:
+    host, port = parse_listen(listen)
+    if principals.open_access and not is_loopback(host):
+        raise RemoteConfigError(
+            f"refusing to listen on {host} without --token-file: anyone who reaches it "
+            "could drive the agent; give a token file, or listen on 127.0.0.1"
+        )
+    sock = _bind(host, port)
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+async def serve_http(
+    agent: AgentSource,
+    *,
+    listen: str = "127.0.0.1:8765",
+    principals: Principals | None = None,
+    store: SessionStore | str | None = None,
+    limits: Limits | None = None,
+    busy_policy: BusyPolicy = "reject",
+    turn_timeout: float | None = None,
+    allow_outside_roots: bool = False,
+    ready: Callable[[str], None] | None = None,
+    stop: anyio.Event | None = None,
+) -> None:
+    """Serve ``agent`` at ``http://LISTEN/acp`` (and ``ws://``) until SIGTERM or SIGINT,
+    or until ``stop`` is set; ``ready`` is called with the URL once clients may connect.
+
+    ``store`` is a store, a SQLite path, ``"memory"`` or None (the default SQLite file).
+    """
+    who = principals if principals is not None else Principals()
+    bounds = limits if limits is not None else Limits()
+
+    def make_agent() -> Agent:
+        return agent if isinstance(agent, Agent) else agent()
+
+    opened = store if store is not None and not isinstance(store, str) else None
+    name = store if isinstance(store, str) else None
+    shared: SessionStore = opened if opened is not None else LazyStore(lambda: open_store(name))
+
+    def make_server(principal: str) -> AcpServer:
+        return AcpServer(
+            make_agent(),
+            shared,
+            busy_policy=busy_policy,
+            turn_timeout=turn_timeout,
+            allow_outside_roots=allow_outside_roots,
+            max_line=bounds.max_message,
+            owner=principal,
+        )
+
+    registry = Registry(bounds, make_server)
+    app = RemoteApp(registry, who)
+    stopping = stop if stop is not None else anyio.Event()
+    try:
+        with _listening(listen, who) as sock:
+            host, port = sock.getsockname()[:2]
+            config = _hypercorn_config(sock.detach(), bounds)
+
+            async def shutdown_trigger() -> None:
+                await stopping.wait()
+                await registry.shutdown()
+
+            async with anyio.create_task_group() as tg:
+                await tg.start(registry.run)
+                tg.start_soon(_watch_signals, stopping)
+                if ready is not None:
+                    shown = f"[{host}]" if ":" in host else host
+                    ready(f"http://{shown}:{port}/acp")
+                await _run_hypercorn(app, config, shutdown_trigger)
+                tg.cancel_scope.cancel()
+    finally:
+        if opened is None:
+            with anyio.CancelScope(shield=True):
+                await shared.aclose()
+
+
+async def _watch_signals(stopping: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("received signal %s: shutting down", signum)
+            stopping.set()
+            return
+
+
+def run_http(agent: AgentSource, *, backend: Backend = "auto", **options: Any) -> int:
+    """Serve ``agent`` remotely in this process (see :func:`serve_http`); returns 0."""
+    run(lambda: serve_http(agent, **options), backend=backend)
+    return 0
