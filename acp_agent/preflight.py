@@ -4,7 +4,8 @@ A configuration problem a person can fix is found here and reported as one line,
 anything is served, instead of surfacing later on the wire: the session store is opened
 lazily (after the ``initialize`` response, to keep start-up short), so an unusable
 ``--store`` path would otherwise fail the first ``session/new`` with a traceback. The
-checks look at the file system only; they open nothing and create nothing.
+checks look at the file system (and, for a PostgreSQL URL, that its driver is installed);
+they open nothing and create nothing.
 
 It also holds the note for a person who runs the server in a terminal, where it would
 otherwise sit silently waiting for JSON-RPC.
@@ -14,6 +15,7 @@ It knows nothing of the store's format beyond SQLite's file header, nor of the p
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 from typing import Final
@@ -25,7 +27,12 @@ _NOT_FILES: Final = frozenset({"memory", ":memory:"})
 
 
 def store_problem(value: str) -> str | None:
-    """Why the SQLite file ``value`` cannot be used as the session store, or None."""
+    """Why ``value`` cannot be used as the session store (a SQLite file, or a PostgreSQL
+    URL whose driver is not installed), or None."""
+    if value.startswith(("postgresql://", "postgres://")):
+        if not all(importlib.util.find_spec(name) for name in ("psycopg", "psycopg_pool")):
+            return "PostgreSQL needs the postgres extra: pip install 'acp-agent-kit[postgres]'"
+        return None
     if value in _NOT_FILES or "://" in value:
         return None
     path = Path(value).expanduser()

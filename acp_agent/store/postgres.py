@@ -45,7 +45,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import orjson
 
-from acp_agent.errors import SessionLeased
+from acp_agent.errors import InternalError, SessionLeased
 from acp_agent.store import pg_sql as sql
 from acp_agent.store.base import (
     Clock,
@@ -78,7 +78,7 @@ _T = TypeVar("_T")
 Row = tuple[Any, ...]
 
 
-class SchemaTooNew(Exception):
+class SchemaTooNew(InternalError):
     """The database was made by a newer acp-agent than this one."""
 
 
@@ -173,8 +173,15 @@ class PostgresSessionStore:
         cls, url: str, *, lease_timeout: float = DEFAULT_LEASE_TIMEOUT, clock: Clock | None = None
     ) -> PostgresSessionStore:
         """Connect, create or migrate the schema, start the pool and the lease renewal."""
+        import psycopg
+
         store = cls(url, lease_timeout=lease_timeout, clock=clock)
-        await anyio.to_thread.run_sync(store._open_sync)
+        try:
+            await anyio.to_thread.run_sync(store._open_sync)
+        except psycopg.OperationalError as exc:  # libpq's words; they never hold a password
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.error("cannot open the PostgreSQL session store: %s", reason)
+            raise InternalError(f"the session store is unavailable: {reason}") from None
         return store
 
     def _open_sync(self) -> None:

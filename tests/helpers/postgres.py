@@ -155,12 +155,14 @@ def running(*, durable: bool = False) -> Iterator[str]:
         server.stop()
 
 
-def fresh_schema_url(url: str) -> str:
-    """``url`` with its ``search_path`` set to a new, empty schema (one per test)."""
+def fresh_schema_url(url: str, **settings: str) -> str:
+    """``url`` with its ``search_path`` set to a new, empty schema (one per test), and any
+    other server ``settings`` for its sessions (``synchronous_commit="off"``)."""
     import psycopg
 
     name = f"t_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {name}")
-    options = urllib.parse.quote(f"-c search_path={name}")
+    pairs = {"search_path": name, **settings}
+    options = urllib.parse.quote(" ".join(f"-c {key}={value}" for key, value in pairs.items()))
     return f"{url}{'&' if '?' in url else '?'}options={options}"

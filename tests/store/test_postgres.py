@@ -148,3 +148,23 @@ async def test_close_gives_every_lease_back(postgres_url: str, host: Host) -> No
     assert sql(postgres_url, "SELECT count(*) FROM acp_sessions WHERE lease_holder IS NULL") == [
         (0,)
     ]
+
+
+async def test_an_unreachable_server_is_one_clear_error(postgres_server_url: str) -> None:
+    from acp_agent.errors import InternalError
+
+    unavailable = r"session store is unavailable: .*127\.0\.0\.1"
+    with pytest.raises(InternalError, match=unavailable) as info:
+        await PostgresSessionStore.open("postgresql://acp:secret@127.0.0.1:1/none")
+    assert "secret" not in info.value.message
+
+
+async def test_a_url_without_the_driver_is_refused_before_serving(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from acp_agent import preflight
+
+    assert preflight.store_problem("postgresql://db.internal/acp") is None
+    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: None)
+    problem = preflight.store_problem("postgresql://db.internal/acp")
+    assert problem is not None and "pip install 'acp-agent-kit[postgres]'" in problem
