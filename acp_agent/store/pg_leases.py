@@ -42,12 +42,14 @@ class LeaseTable:
 
     def record(self, session_id: str, token: int, count: int) -> int:
         """Record a lease just taken with ``token`` (``count`` acquisitions); if that very
-        lease is recorded already, add the acquisitions. Returns the token held."""
+        lease is recorded already, add the acquisitions. A lost lease it replaces passes on
+        its acquisitions: their releases are still to come. Returns the token held."""
         with self._lock:
             lease = self._leases.get(session_id)
             if lease is not None and not lease.lost and lease.token == token:
                 lease.count += count
             else:
+                count += lease.count if lease is not None else 0
                 self._generation += 1
                 self._leases[session_id] = _Lease(token, self._generation, count)
             return token

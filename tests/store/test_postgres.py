@@ -112,6 +112,24 @@ async def test_a_stale_owner_is_fenced_out_after_a_takeover(postgres_url: str, h
     assert tokens == [(2,)]
 
 
+async def test_a_lost_lease_taken_back_outlives_the_old_acquisition(
+    postgres_url: str, host: Host
+) -> None:
+    a, b = await host(), await host()
+    await a.create(SessionRecord("s", cwd="/"))  # a serves it (one acquisition)
+    await expire_leases(postgres_url)
+    await b.acquire("s")
+    await b.write_turn("s", "t", begin=[])
+    await anyio.to_thread.run_sync(a.renew_now)  # a learns it lost the session
+    await b.release("s")
+    await a.acquire("s")  # a's client loads it again...
+    await a.release("s")  # ... and the stale copy it replaces is closed
+    a.check_lease("s")
+    with pytest.raises(SessionLeased):
+        await b.acquire("s")
+    await a.write_turn("s", "t", end="end_turn")
+
+
 async def test_an_expired_lease_nobody_took_is_still_good(postgres_url: str, host: Host) -> None:
     a = await host()
     await a.create(SessionRecord("s", cwd="/"))
