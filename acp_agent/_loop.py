@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING, Final, Literal, TypeVar
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["BACKENDS", "Backend", "Soon", "run", "running_asyncio_loop", "soon", "threadsafe_soon"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "Soon",
+    "run",
+    "running_asyncio_loop",
+    "soon",
+    "thread_result",
+    "threadsafe_soon",
+]
 
 _T = TypeVar("_T")
 
@@ -78,3 +87,37 @@ def threadsafe_soon() -> Soon:
     import trio
 
     return trio.lowlevel.current_trio_token().run_sync_soon
+
+
+async def thread_result(submit: Callable[[Callable[[_T], object]], None]) -> _T:
+    """Hand ``submit`` a callback that another thread calls once with a value; wait for
+    that value. The callback raises ``RuntimeError`` once the loop has stopped, and does
+    nothing if the waiting task was cancelled meanwhile.
+
+    On asyncio this is a bare future (a worker thread's answer then costs one wake-up of
+    the loop); elsewhere an anyio event.
+    """
+    loop = running_asyncio_loop()
+    if loop is not None:
+        future: asyncio.Future[_T] = loop.create_future()
+
+        def deliver(value: _T) -> None:
+            if not future.done():
+                future.set_result(value)
+
+        submit(lambda value: loop.call_soon_threadsafe(deliver, value))
+        return await future
+
+    import anyio
+
+    done = anyio.Event()
+    box: list[_T] = []
+
+    def hand_over(value: _T) -> None:
+        box.append(value)
+        done.set()
+
+    post = threadsafe_soon()
+    submit(lambda value: post(lambda: hand_over(value)))
+    await done.wait()
+    return box[0]

@@ -3,13 +3,14 @@ to the :class:`~acp_agent.store.SessionStore` in order, in batches, off the turn
 
 It owns the write queue (:class:`Persister`), one batch of a turn's consecutive steps
 (:class:`TurnBatch`) and the per-session :class:`~acp_agent.session.TurnSink` handed to
-``History`` (:class:`SessionSink`). It does not know ACP, JSON-RPC or the session
+``History`` (:class:`SessionSink`). A failed write fails its own session only: that
+session's later writes are dropped and its turns answer an error until it is opened
+again; every other session goes on. It does not know ACP, JSON-RPC or the session
 objects; the store itself lives in :mod:`acp_agent.store`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Sequence
@@ -24,7 +25,7 @@ from .errors import InternalError, SessionLeased
 from .store import JsonText, PackedJson, SessionStore
 from .store.shared import held_prompts_of, leases_of
 
-log = logging.getLogger("acp_agent.server")
+log = logging.getLogger("acp_agent.persistence")
 
 
 class TurnBatch:
@@ -62,12 +63,16 @@ class Persister:
         self._wake = anyio.Event()
         self._progress: anyio.Event | None = None  # made by the first ``sync`` that waits
         self._busy = False  # a write_turn is in progress
-        self.failed: BaseException | None = None
+        #: sessions whose write failed: their later writes are dropped
+        self.failed: dict[str, Exception] = {}
         self._leases = leases_of(store)  # None: a store of one host, no leases
         self._refused: dict[str, SessionLeased] = {}  # writes fenced out, by session
         self._held = held_prompts_of(store)  # None: waiting prompts are kept in memory only
 
     def sink_for(self, session_id: str) -> SessionSink:
+        """The sink of a session being opened: a failure of an earlier opening is forgotten
+        (the store's history is what the new opening starts from)."""
+        self.failed.pop(session_id, None)
         return SessionSink(self, session_id)
 
     def _batch(self, session_id: str, turn_id: str, *, fresh: bool = False) -> TurnBatch:
@@ -86,7 +91,7 @@ class Persister:
             self._wake.set()
         elif not self._check_scheduled:
             # The writer task is woken on the loop's next pass only if the batch is still
-            # waiting then: a short turn has written it itself by then (see sync_now).
+            # waiting then: a short turn has written it itself by then (see sync).
             self._check_scheduled = True
             self._soon(self._check)
         return batch
@@ -116,8 +121,9 @@ class Persister:
         batch.count += 1
         self._queued += 1
 
-    async def sync(self) -> None:
-        """Wait until everything queued so far is durable.
+    async def sync(self, session_id: str | None = None) -> None:
+        """Wait until everything queued so far is written; then, if ``session_id`` is given
+        and a write of that session failed, raise ``InternalError``.
 
         The caller writes what is queued itself when no write is in progress: a turn
         that ends costs one store call, not a wake-up of the writer task and another
@@ -125,23 +131,14 @@ class Persister:
         """
         target = self._queued
         while self._done < target:
-            if self.failed is not None:
-                break
             if not self._busy and self._batches:
                 await self._write_next()
                 continue
             if self._progress is None:
                 self._progress = anyio.Event()
             await self._progress.wait()
-        if self.failed is not None:
-            raise InternalError("the session store failed; see the agent's log")
-
-    def sync_now(self) -> bool:
-        """True when everything queued is durable already, False when ``sync`` is needed.
-        Raises like ``sync`` when the store has failed."""
-        if self.failed is not None:
-            raise InternalError("the session store failed; see the agent's log")
-        return self._done == self._queued
+        if session_id is not None and session_id in self.failed:
+            raise InternalError("the session store failed for this session; see the agent's log")
 
     async def run(self) -> None:
         """Write batches in the background (long turns stream to the store as they go)."""
@@ -158,13 +155,14 @@ class Persister:
         batch.sealed = True  # later pushes for this turn start a new batch
         self._busy = True
         try:
-            await self.store.write_turn(
-                batch.session_id,
-                batch.turn_id,
-                begin=None if batch.begin is None else [_text(u) for u in batch.begin],
-                updates=[_text(u) for u in batch.updates],
-                end=batch.end,
-            )
+            if batch.session_id not in self.failed:
+                await self.store.write_turn(
+                    batch.session_id,
+                    batch.turn_id,
+                    begin=None if batch.begin is None else [_text(u) for u in batch.begin],
+                    updates=[_text(u) for u in batch.updates],
+                    end=batch.end,
+                )
         except Exception as exc:
             self._failed(batch, exc)
         finally:
@@ -177,9 +175,9 @@ class Persister:
             log.warning("session %s: %s", batch.session_id, exc.message)
             self._refused.setdefault(batch.session_id, exc)
             return
-        # The store is broken: fail the turns that wait on it.
+        # Fail this session's turns (and drop its later writes); the others go on.
         log.error("session store write failed for %s", batch.session_id, exc_info=exc)
-        self.failed = exc
+        self.failed[batch.session_id] = exc
 
     # --- leases (stores shared by several hosts; no-ops otherwise) --------------------------
 
@@ -192,8 +190,7 @@ class Persister:
     async def give_back_lease(self, session_id: str) -> None:
         """Write what is queued, then give the session's lease back."""
         if self._leases is not None:
-            with contextlib.suppress(InternalError):  # logged when it failed
-                await self.sync()
+            await self.sync()
             await self._leases.release(session_id)
 
     def check_lease(self, session_id: str) -> None:

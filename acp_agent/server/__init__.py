@@ -37,7 +37,7 @@ import anyio.to_thread
 from ..agent import Agent, InitializeParams
 from ..client import ClientCapabilities
 from ..connection import AgentSession, MethodTable, NativeDispatcher, RequestContext
-from ..errors import InternalError, InvalidParams, RequestError
+from ..errors import InvalidParams, RequestError
 from ..session import CancelReason
 from ..store import SessionStore
 from ..transport import Transport
@@ -134,10 +134,13 @@ class AcpServer(SessionLifecycle, ModesAndConfig, PromptTurns):
                 with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_GRACE):
                     for session in list(self.sessions.values()):
                         await self._shutdown_session(session, CancelReason.SHUTDOWN)
-                    try:
-                        await self._persister.sync()
-                    except InternalError:  # logged when it failed; the turns were told
-                        log.warning("the session store failed earlier: history was not saved")
+                    await self._persister.sync()
+                    if self._persister.failed:  # logged when it failed; the turns were told
+                        log.warning(
+                            "the session store failed earlier for %d session(s): "
+                            "their history was not all saved",
+                            len(self._persister.failed),
+                        )
                 tg.cancel_scope.cancel()
 
     # ------------------------------------------------------------------ initialize

@@ -295,11 +295,10 @@ class PromptTurns(ServerBase):
                 handle.abandon()
                 self._persister.end(session.session_id, turn.turn_id, "end_turn")
             try:
-                # Durable before the answer: at once when the store can (no await, so
-                # nothing to shield), else waited for, shielded from this task's cancel.
-                if not self._persister.sync_now():
-                    with anyio.CancelScope(shield=True):
-                        await self._persister.sync()
+                # Durable before the answer, shielded from this task's cancel; a failed
+                # write of this session (and only of this one) fails the turn.
+                with anyio.CancelScope(shield=True):
+                    await self._persister.sync(session.session_id)
             finally:
                 if session.history_turn is turn:
                     session.history_turn = None

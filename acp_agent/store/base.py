@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import binascii
 import builtins
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -159,18 +160,38 @@ def system_clock() -> datetime:
 class Timestamps:
     """Fixed-width ISO 8601 UTC timestamps, strictly increasing within one instance."""
 
-    __slots__ = ("_clock", "_last")
+    __slots__ = ("_clock", "_last", "_last_micros", "_prefix", "_second", "now")
 
     def __init__(self, clock: Clock | None = None) -> None:
         self._clock = clock or system_clock
         self._last: datetime | None = None
+        self._last_micros = 0
+        self._second = -1
+        self._prefix = ""
+        #: the next timestamp (a store takes one for every turn write)
+        self.now: Callable[[], str] = self._now_clock if clock is not None else self._now_system
 
-    def now(self) -> str:
+    def _now_clock(self) -> str:
         current = self._clock().astimezone(timezone.utc)
         if self._last is not None and current <= self._last:
             current = self._last + timedelta(microseconds=1)
         self._last = current
         return current.strftime(_TS_FORMAT)
+
+    def _now_system(self) -> str:
+        # The text of _now_clock without a datetime per call: the part up to the second is
+        # formatted once per second.
+        micros = time.time_ns() // 1000
+        if micros <= self._last_micros:
+            micros = self._last_micros + 1
+        self._last_micros = micros
+        second, fraction = divmod(micros, 1_000_000)
+        if second != self._second:
+            self._second = second
+            self._prefix = datetime.fromtimestamp(second, timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%S"
+            )
+        return f"{self._prefix}.{fraction:06d}Z"
 
 
 def encode_cursor(record: SessionRecord) -> str:

@@ -140,7 +140,11 @@ class MemorySessionStore:
         updates: Sequence[JsonText] = (),
         end: str | None = None,
     ) -> None:
-        await self._enter()
+        # No pass of the event loop: a turn's answer waits for this write, and a pass would
+        # let the turn's last update leave in a write of its own.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        if self._closed:
+            raise anyio.ClosedResourceError
         session = self._sessions.get(session_id)
         if session is None:
             raise session_not_found(session_id)

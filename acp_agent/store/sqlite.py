@@ -35,7 +35,7 @@ import anyio
 import anyio.lowlevel
 import orjson
 
-from acp_agent._loop import threadsafe_soon
+from acp_agent._loop import thread_result
 from acp_agent.store.base import (
     Clock,
     JsonText,
@@ -73,7 +73,6 @@ _SCHEMA: Final = (
         updated_at TEXT NOT NULL
     )
     """,
-    "CREATE INDEX sessions_by_owner ON sessions (owner, updated_at DESC, id DESC)",
     """
     CREATE TABLE turns (
         id INTEGER PRIMARY KEY,
@@ -197,7 +196,8 @@ class _Worker:
     """The one thread that owns the connection; operations run there in arrival order.
 
     The result is handed back to the event loop as a callback (no thread waits for the
-    loop). The caller waits shielded: an operation that has started always finishes.
+    loop). An operation, once queued, always runs to its end; a caller cancelled meanwhile
+    stops waiting for it.
     """
 
     def __init__(self) -> None:
@@ -215,27 +215,25 @@ class _Worker:
             job = self._jobs.get()
             if job is None:
                 return
-            fn, box, wake = job
+            fn, done = job
             try:
-                box.append((True, fn()))
+                outcome: tuple[bool, Any] = (True, fn())
             except BaseException as exc:  # handed to the waiting task, which raises it
-                box.append((False, exc))
-            del job, fn, box
+                outcome = (False, exc)
+            del job, fn
             with contextlib.suppress(RuntimeError):  # the event loop is already gone
-                wake()
-            del wake
+                done(outcome)
+            del done, outcome
 
     async def run(self, fn: Callable[[], _T]) -> _T:
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
-        done = anyio.Event()
-        box: builtins.list[tuple[bool, Any]] = []
-        self._jobs.put((fn, box, partial(threadsafe_soon(), done.set)))
-        with anyio.CancelScope(shield=True):
-            await done.wait()
-        ok, value = box[0]
+        ok, value = await thread_result(partial(self._put, fn))
         if ok:
             return cast(_T, value)
         raise value
+
+    def _put(self, fn: Callable[[], object], done: Callable[[tuple[bool, Any]], object]) -> None:
+        self._jobs.put((fn, done))
 
 
 class SqliteSessionStore:
