@@ -33,6 +33,7 @@ SUBCOMMANDS = ("chat", "demo", "conformance", "serve")
 ENV = {
     "log_level": "ACP_AGENT_LOG_LEVEL",
     "log_file": "ACP_AGENT_LOG_FILE",
+    "log_content": "ACP_AGENT_LOG_CONTENT",
     "store": "ACP_AGENT_DB",
     "busy_policy": "ACP_AGENT_BUSY_POLICY",
     "turn_timeout": "ACP_AGENT_TURN_TIMEOUT",
@@ -102,6 +103,13 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
         metavar="PATH",
         default=_env("log_file"),
         help="append logs to this file instead of stderr [env ACP_AGENT_LOG_FILE]",
+    )
+    parser.add_argument(
+        "--log-content",
+        action="store_true",
+        default=_env("log_content") in ("1", "true", "yes"),
+        help="also log what messages carry (prompts, file contents) at DEBUG; off by "
+        "default, as sessions hold people's code and words [env ACP_AGENT_LOG_CONTENT]",
     )
     parser.add_argument(
         "--store",
@@ -242,6 +250,10 @@ def check_configuration(args: argparse.Namespace) -> None:
         configure_logging(args.log_level, args.log_file)
     except OSError as exc:
         fail(f"--log-file {args.log_file}: {exc.strerror or exc}")
+    if getattr(args, "log_content", False):
+        from .jsonrpc.trace import enable_content
+
+        enable_content()
 
 
 def fail(message: str) -> NoReturn:

@@ -73,6 +73,7 @@ from .jsonrpc import (
     notification_json_parts,
     sniff_id,
 )
+from .jsonrpc.trace import Trace
 from .transport import DirectSend, PushReceive, Transport
 
 if TYPE_CHECKING:
@@ -100,12 +101,14 @@ class RequestContext:
         "cancelled",
         "id",
         "method",
+        "started",
         "state",
     )
 
     def __init__(self, request_id: RequestId, method: str) -> None:
         self.id = request_id
         self.method = method
+        self.started = 0.0  # when it was read (set only while tracing)
         self._scope: anyio.CancelScope | None = None  # made when first needed
         self.cancelled = False
         #: set by a handler that answers a cancelled request itself (a prompt turn
@@ -269,6 +272,8 @@ class AgentSession:
         self._jobs: deque[tuple[Request, RequestContext]] = deque()
         self._idle_workers: deque[_Flag | anyio.Event] = deque()  # one per waiting worker
         self._received = 0
+        #: debug lines for an operator (None unless acp_agent.rpc logs DEBUG)
+        self._trace: Trace | None = Trace() if Trace.enabled() else None
         self._reading = anyio.CancelScope()  # cancelled by stop_reading
 
     # ------------------------------------------------------------------ state
@@ -360,6 +365,9 @@ class AgentSession:
         for msg in decode(item):
             if isinstance(msg, Request):
                 ctx = RequestContext(msg.id, msg.method)
+                if self._trace is not None:
+                    ctx.started = self._trace.now()
+                    self._trace.request(msg.method, msg.id, msg.params)
                 k = _key(msg.id)
                 if k in self._inflight and msg.id is not None:
                     self._enqueue(
@@ -375,6 +383,8 @@ class AgentSession:
                         log.exception("prepare hook for %r failed", msg.method)
                 self._dispatch_job(msg, ctx, tg)
             elif isinstance(msg, Notification):
+                if self._trace is not None:
+                    self._trace.notification(msg.method, msg.params)
                 inline = self._table.inline.get(msg.method)
                 if msg.method == CANCEL_REQUEST:
                     self._on_cancel_request(msg.params)
@@ -390,6 +400,8 @@ class AgentSession:
             elif isinstance(msg, Response | ErrorResponse):
                 self._on_response(msg)
             elif isinstance(msg, Invalid):
+                if self._trace is not None:
+                    self._trace.invalid(msg.id, msg.code, msg.message, msg.answerable)
                 if msg.answerable:
                     self._enqueue(encode_error(msg.id, msg.code, msg.message))
                 else:
@@ -448,6 +460,8 @@ class AgentSession:
             # With follow-ups (e.g. the commands after session/new) the answer waits
             # for them, so both reach the client in one write, before it acts on either.
             self._answer(req.id, outcome, urgent=not ctx.after_response)
+            if self._trace is not None:
+                self._trace.answered(req.method, req.id, req.params, ctx.started, outcome)
         if ctx.after_response:
             try:
                 for callback in ctx.after_response:
@@ -555,6 +569,8 @@ class AgentSession:
         waiter = _Waiter(self._loop)
         request_id = self._pending.allocate(method, waiter)
         self._enqueue(encode_request(request_id, method, params), urgent=True)
+        trace = self._trace
+        started = trace.now() if trace is not None else 0.0
         try:
             if timeout is None:
                 await waiter.event.wait()
@@ -564,10 +580,16 @@ class AgentSession:
                 if scope.cancelled_caught and not waiter.event.is_set():
                     self._abandon(request_id)
                     raise CallTimeout(method, timeout)
-        except BaseException:
+        except BaseException as exc:
             if not waiter.event.is_set():
                 self._abandon(request_id)
+            if trace is not None:
+                trace.called(method, request_id, params, started, type(exc).__name__)
             raise
+        if trace is not None:
+            error = waiter.error
+            outcome = "ok" if error is None else f"error {getattr(error, 'code', error)}"
+            trace.called(method, request_id, params, started, outcome)
         if waiter.error is not None:
             raise waiter.error
         return waiter.result

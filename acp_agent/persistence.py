@@ -165,6 +165,13 @@ class Persister:
                 )
         except Exception as exc:
             self._failed(batch, exc)
+        else:
+            log.debug(
+                "stored %d steps of turn %s (session %s)",
+                batch.count,
+                batch.turn_id,
+                batch.session_id,
+            )
         finally:
             self._busy = False
             self._written(batch)

@@ -79,8 +79,10 @@ async def serve_stdio(
             serving = anyio.CancelScope()
 
             async def run_server() -> None:
+                log.info("serving %s on stdio", agent.name)
                 with serving:
                     await server.serve(transport)
+                log.info("the connection ended; stopped")
                 tg.cancel_scope.cancel()
 
             tg.start_soon(_watch_signals, server.stop, serving.cancel)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import logging
 import os
 import re
 import subprocess
@@ -46,6 +47,8 @@ from ..errors import AcpError, RequestError
 from ..session import Session
 from .config import LlmConfig
 from .context import META_KEY
+
+log = logging.getLogger("acp_agent.llm.tools")
 
 JSON = dict[str, Any]
 
@@ -461,6 +464,7 @@ async def run_local(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    log.debug("started local command, pid %d", process.pid)
     chunks = bytearray()
     kept = 0
     try:
@@ -478,6 +482,7 @@ async def run_local(
                 os.killpg(process.pid, 9)
         with anyio.CancelScope(shield=True):
             await process.aclose()
+        log.debug("local command pid %d ended: exit %s", process.pid, process.returncode)
     output = chunks.decode("utf-8", "replace")
     if kept >= limit:
         output += "\n[output truncated]"

@@ -88,6 +88,7 @@ class SessionLifecycle(ServerBase):
             raise
         # Nothing about the session may reach the client before this response.
         ctx.after_response.append(lambda: self._announce_commands(session))
+        log.info("session %s created (cwd %s)", session_id, cwd)
         return self._setup_result(session, with_id=True)
 
     async def _restore(self, raw: JSON, *, replay: bool) -> tuple[Session, list[TurnLog]]:
@@ -151,11 +152,18 @@ class SessionLifecycle(ServerBase):
                     "session/update", {"sessionId": session.session_id, "update": event}
                 )
         await self._after_restore(session, ctx)
+        log.info(
+            "session %s loaded (cwd %s): %d turns replayed",
+            session.session_id,
+            session.cwd,
+            len(turns),
+        )
         return self._setup_result(session, with_id=False)
 
     async def _resume_session(self, params: Any, ctx: RequestContext) -> JSON:
         session, _ = await self._restore(params_object(params), replay=False)
         await self._after_restore(session, ctx)
+        log.info("session %s resumed (cwd %s)", session.session_id, session.cwd)
         return self._setup_result(session, with_id=False)
 
     async def _after_restore(self, session: Session, ctx: RequestContext) -> None:
@@ -223,6 +231,7 @@ class SessionLifecycle(ServerBase):
                 )
             return {}
         await self._shutdown_session(session, CancelReason.CLOSE)
+        log.info("session %s closed", session_id)
         return {}
 
     async def _delete_session(self, params: Any, ctx: RequestContext) -> JSON:
@@ -232,4 +241,5 @@ class SessionLifecycle(ServerBase):
             await self._shutdown_session(session, CancelReason.CLOSE)
         await self._persister.sync()
         await self.store.delete(self.owner, session_id)  # unknown ids succeed silently
+        log.info("session %s deleted", session_id)
         return {}

@@ -303,6 +303,12 @@ class PromptTurns(ServerBase):
                 if session.history_turn is turn:
                     session.history_turn = None
                 turn.finish(final)
+                log.debug(
+                    "turn %s of session %s ended: %s",
+                    turn.turn_id,
+                    session.session_id,
+                    final or f"error {error.code if error is not None else '?'}",
+                )
         if final is None:
             raise error if error is not None else InternalError("The turn ended without a result")
         refused = self._persister.refused(session.session_id)
