@@ -1,16 +1,18 @@
 """The agent -> client half of ACP, as a per-session handle that keeps the rules.
 
 :class:`SessionClient` is what an agent uses to talk to the editor about one ACP
-session: ``session/update`` helpers for every update variant, tool calls whose
-status can only move forward, ``session/request_permission``, ``fs/*``,
-``terminal/*`` (as a handle that always releases its terminal) and
-``elicitation/*``. Every call checks the client's advertised capabilities first and
-raises :class:`~acp_agent.errors.CapabilityError` without sending anything when the
-client lacks one. File paths are made absolute against the session's cwd and
-refused outside its root set unless the agent allows it.
+session: ``session/update`` helpers for every update variant (``notice`` and context
+compactions included), tool calls whose status can only move forward,
+``session/request_permission``, ``fs/*``, ``terminal/*`` (as a handle that always
+releases its terminal) and ``elicitation/*``. Every call checks the client's
+advertised capabilities first and raises :class:`~acp_agent.errors.CapabilityError`
+without sending anything when the client lacks one. File paths are made absolute
+against the session's cwd and refused outside its root set unless the agent allows it.
 
 Every update sent while a turn is open is recorded into that turn's history, so a
-session can be replayed exactly.
+session can be replayed exactly; ``notice`` updates are live only and never recorded.
+:func:`replayable` says which recorded updates a (possibly different) client may be
+sent again on ``session/load``.
 
 It does not know the connection: it sends through the small :class:`Outbound`
 interface, which :class:`acp_agent.connection.AgentSession` implements.
@@ -26,6 +28,7 @@ from typing import Any, Final, Literal, Protocol
 import anyio
 import orjson
 
+from .compaction import Compaction
 from .errors import CapabilityError, IllegalTransition, PathOutsideRoots, RequestError
 from .session import BIG_EVENT, Session
 
@@ -86,7 +89,16 @@ class ClientCapabilities:
 
     @property
     def auth_terminal(self) -> bool:
-        return self._flag("auth", "terminal")
+        """``auth.terminal``, or the legacy ``_meta["terminal-auth"]`` clients still send."""
+        return self._flag("auth", "terminal") or self._flag("_meta", "terminal-auth")
+
+    @property
+    def notices(self) -> bool:
+        return self._obj("session", "notices") is not None
+
+    @property
+    def compaction(self) -> bool:
+        return self._obj("session", "compaction") is not None
 
     @property
     def elicitation_form(self) -> bool:
@@ -99,6 +111,24 @@ class ClientCapabilities:
     @property
     def boolean_config_options(self) -> bool:
         return self._obj("session", "configOptions", "boolean") is not None
+
+
+# update kinds a client must have advertised (by the capability that names them)
+GATED_UPDATES: Final[Mapping[str, str]] = {
+    "notice": "session.notices",
+    "compaction_update": "session.compaction",
+    "compaction_summary_chunk": "session.compaction",
+}
+
+
+def _allows(capabilities: ClientCapabilities, kind: str) -> bool:
+    return capabilities.notices if kind == "notice" else capabilities.compaction
+
+
+def replayable(capabilities: ClientCapabilities, update: Mapping[str, Any]) -> bool:
+    """Whether a recorded ``update`` may be sent to this client on ``session/load``."""
+    kind = update.get("sessionUpdate")
+    return kind not in GATED_UPDATES or _allows(capabilities, str(kind))
 
 
 # ------------------------------------------------------------------ content helpers
@@ -179,6 +209,7 @@ class ToolCall:
         raw_input: Any = None,
         raw_output: Any = None,
         meta: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> None:
         """Send a ``tool_call_update`` with only the given fields."""
         self._check(status)
@@ -187,6 +218,8 @@ class ToolCall:
             update["status"] = status
         if title is not None:
             update["title"] = title
+        if name is not None:
+            update["name"] = name
         if kind is not None:
             update["kind"] = kind
         if content is not None:
@@ -339,8 +372,19 @@ class SessionClient:
         """Send one ``session/update``; record it into the open turn, if any.
 
         Inside a turn the update is encoded once: history keeps (and, if large, packs)
-        the update's part of the params sent.
+        the update's part of the params sent. A kind the client must have advertised
+        (:data:`GATED_UPDATES`) raises :class:`CapabilityError` without sending; a
+        ``notice`` is sent and not recorded (it is not part of the history).
         """
+        kind: str = update["sessionUpdate"]
+        if kind in GATED_UPDATES:
+            if not _allows(self.capabilities, kind):
+                raise CapabilityError("session/update", GATED_UPDATES[kind])
+            if kind == "notice":
+                await self.outbound.notify(
+                    "session/update", {"sessionId": self.session.session_id, "update": update}
+                )
+                return
         current = self.session.history.current
         if current is None:
             await self.outbound.notify(
@@ -355,6 +399,18 @@ class SessionClient:
             update, memoryview(params)[at:-1] if len(params) > BIG_EVENT else params[at:-1]
         )
         await self.outbound.notify_json("session/update", params)
+
+    def record(self, update: JSON) -> None:
+        """Keep ``update`` in the open turn's history without sending it.
+
+        For what a session must remember but this client cannot be shown (a compaction
+        for a client without ``session.compaction``): it replays on ``session/load``
+        only to clients that may see it (:func:`replayable`).
+        """
+        current = self.session.history.current
+        if current is None:
+            raise IllegalTransition("session history", "no open turn", "record")
+        current.record(update)
 
     def message(
         self, content: str | Mapping[str, Any], message_id: str | None = None
@@ -404,6 +460,36 @@ class SessionClient:
             update["cost"] = {"amount": cost[0], "currency": cost[1]}
         await self.update(update)
 
+    async def notice(
+        self,
+        severity: str,
+        title: str,
+        *,
+        description: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        """A live ``notice`` for the person (``info``, ``warning``, ``error``); never
+        recorded, so never replayed. Needs ``session.notices``."""
+        if not title:
+            raise ValueError("a notice needs a non-empty title")
+        update: JSON = {"sessionUpdate": "notice", "severity": severity, "title": title}
+        if description is not None:
+            update["description"] = description
+        if meta is not None:
+            update["_meta"] = dict(meta)
+        await self.update(update)
+
+    async def compaction(
+        self, compaction_id: str | None = None, *, meta: Mapping[str, Any] | None = None
+    ) -> Compaction:
+        """Announce a context compaction (``in_progress``) and return its handle, whose
+        summary chunks and end are recorded and replayed. Needs ``session.compaction``."""
+        if not self.capabilities.compaction:
+            raise CapabilityError("session/update", "session.compaction")
+        handle = Compaction(self.update, compaction_id or self.session.new_compaction_id())
+        await handle.begin(meta)
+        return handle
+
     async def tool_call(
         self,
         title: str,
@@ -415,8 +501,10 @@ class SessionClient:
         raw_input: Any = None,
         tool_call_id: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        name: str | None = None,
     ) -> ToolCall:
-        """Announce a tool call; returns its handle."""
+        """Announce a tool call; returns its handle. ``name`` is the tool's programmatic
+        name (``title`` is for people)."""
         call_id = tool_call_id or self.session.new_tool_call_id()
         update: JSON = {
             "sessionUpdate": "tool_call",
@@ -425,6 +513,8 @@ class SessionClient:
             "kind": kind,
             "status": status,
         }
+        if name is not None:
+            update["name"] = name
         if content is not None:
             update["content"] = list(content)
         if locations is not None:

@@ -476,7 +476,8 @@ def sanitize(turns: Iterable[TurnLog]) -> list[TurnLog]:
       (a stream never starts with an assistant event);
     * a ``tool_call_update`` for an id never announced in the same session is dropped;
     * in an interrupted turn, tool calls left ``pending``/``in_progress`` get a final
-      ``tool_call_update`` with status ``failed`` so a replay shows them finished.
+      ``tool_call_update`` with status ``failed``, and compactions left ``in_progress`` a
+      ``compaction_update`` ``cancelled``, so a replay shows them finished.
     """
     clean: list[TurnLog] = []
     known: set[str] = set()
@@ -485,9 +486,13 @@ def sanitize(turns: Iterable[TurnLog]) -> list[TurnLog]:
             continue
         events: list[JSON] = []
         status: dict[str, str] = {}
+        compactions: dict[str, str] = {}
         for event in turn.events:
             kind = event.get("sessionUpdate")
-            if kind == "tool_call":
+            if kind in ("compaction_update", "compaction_summary_chunk"):
+                cid = str(event.get("compactionId"))
+                compactions[cid] = str(event.get("status", compactions.get(cid, "in_progress")))
+            elif kind == "tool_call":
                 tool_id = str(event.get("toolCallId"))
                 known.add(tool_id)
                 status[tool_id] = str(event.get("status", "pending"))
@@ -507,6 +512,15 @@ def sanitize(turns: Iterable[TurnLog]) -> list[TurnLog]:
                             "sessionUpdate": "tool_call_update",
                             "toolCallId": tool_id,
                             "status": "failed",
+                        }
+                    )
+            for cid, state in compactions.items():
+                if state == "in_progress":
+                    events.append(
+                        {
+                            "sessionUpdate": "compaction_update",
+                            "compactionId": cid,
+                            "status": "cancelled",
                         }
                     )
         clean.append(TurnLog(turn.turn_id, events, turn.stop_reason, interrupted))
@@ -598,3 +612,7 @@ class Session:
     def new_tool_call_id(self) -> str:
         self._tool_ids += 1
         return f"call_{self._tool_prefix}_{self._tool_ids}"
+
+    def new_compaction_id(self) -> str:
+        self._tool_ids += 1
+        return f"compaction_{self._tool_prefix}_{self._tool_ids}"

@@ -34,6 +34,8 @@ from .workspace import Workspace
 CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": True, "writeTextFile": True},
     "terminal": True,
+    # ACP 1.25: live notices and context compactions are shown (see render.py)
+    "session": {"notices": {}, "compaction": {}},
 }
 CANCELLED: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
 

@@ -2,10 +2,11 @@
 
 :class:`Renderer` turns ``session/update`` notifications into terminal output as they
 arrive: message chunks are streamed as plain text, thoughts dimmed, plans as check
-lists, tool calls with their status, diffs coloured line by line, and the output of a
-terminal embedded in a tool call once that call finishes. It also keeps what the
-rest of the chat needs from the stream: the advertised slash commands (for
-completion), the current mode and each tool call's title.
+lists, tool calls with their status, diffs coloured line by line, the output of a
+terminal embedded in a tool call once that call finishes, live notices by severity,
+and context compactions (their start, their summary as it streams, their end). It
+also keeps what the rest of the chat needs from the stream: the advertised slash
+commands (for completion), the current mode and each tool call's title.
 
 It knows nothing of the connection or of reading input.
 """
@@ -31,6 +32,7 @@ STATUS_STYLE = {
 }
 STATUS_MARK = {"pending": "○", "in_progress": "◐", "completed": "●", "failed": "✗"}
 PLAN_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
+NOTICE_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
 
 
 class Renderer:
@@ -147,6 +149,24 @@ class Renderer:
     def _on_session_info_update(self, update: dict[str, Any]) -> None:
         if update.get("title"):
             self.info(f"title: {update['title']}")
+
+    def _on_notice(self, update: dict[str, Any]) -> None:
+        severity = str(update.get("severity", "info"))
+        text = Text(f"{severity}: ", style=NOTICE_STYLE.get(severity, "bold"))
+        text.append(str(update.get("title", "")), style="bold")
+        if update.get("description"):
+            text.append(f"\n  {update['description']}")
+        self.line(text)
+
+    def _on_compaction_update(self, update: dict[str, Any]) -> None:
+        status = str(update.get("status"))
+        label = "compacting the context" if status == "in_progress" else f"compaction {status}"
+        if update.get("error"):
+            label += f": {update['error']}"
+        self.info(label)
+
+    def _on_compaction_summary_chunk(self, update: dict[str, Any]) -> None:
+        self._stream("compaction", self._content_text(update), "dim", "summary: ")
 
     def _on_tool_call(self, update: dict[str, Any]) -> None:
         call_id = str(update.get("toolCallId"))

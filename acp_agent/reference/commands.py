@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 import anyio
+import anyio.lowlevel
 
 from acp_agent.agent import PromptTurn, StopReason
 from acp_agent.client import TerminalExit, diff_content, terminal_content, text_content
@@ -188,6 +189,49 @@ async def run(turn: PromptTurn, line: CommandLine) -> StopReason:
     return "end_turn"
 
 
+# ----------------------------------------------------------------------- ACP 1.25 updates
+
+NOTICE_SEVERITIES = ("info", "warning", "error")
+
+
+async def notice(turn: PromptTurn, line: CommandLine) -> StopReason:
+    """``/notice <severity> <title...>``: a live ``notice`` (never replayed), or without
+    ``session.notices`` a message ``notice: <title...>``."""
+    severity = line.word(0, "severity")
+    if severity not in NOTICE_SEVERITIES:
+        raise bad_argument("severity", f"must be one of {', '.join(NOTICE_SEVERITIES)}")
+    title = line.text_after(1)
+    if not title.strip():
+        raise bad_argument("title", "missing")
+    if turn.client.capabilities.notices:
+        await turn.client.notice(severity, title)
+    else:
+        await turn.client.message(f"notice: {title}")
+    return "end_turn"
+
+
+async def compact(turn: PromptTurn, line: CommandLine) -> StopReason:
+    """``/compact <n>``: a compaction with ``n`` summary chunks, recorded and replayed;
+    a cancel between chunks ends it ``cancelled``."""
+    n = line.count(0, "n")
+    line.at_most(1)
+    client = turn.client
+    if not client.capabilities.compaction:
+        await client.message("compaction is not supported by this client")
+        return "end_turn"
+    compaction = await client.compaction()
+    try:
+        for i in range(1, n + 1):
+            await anyio.lowlevel.checkpoint()  # where a cancel lands between chunks
+            await compaction.chunk(f"summary {i}")
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await compaction.cancel()
+        raise
+    await compaction.complete()
+    return "end_turn"
+
+
 # ----------------------------------------------------------------------- errors and help
 
 
@@ -233,6 +277,10 @@ COMMANDS: dict[str, CommandSpec] = {
     "fail": CommandSpec(
         fail, "Answer with the JSON-RPC error <code> and <message>", "<code> <message...>"
     ),
+    "notice": CommandSpec(
+        notice, "Show a live notice (info, warning or error)", "<severity> <title...>"
+    ),
+    "compact": CommandSpec(compact, "Compact the context: a summary of <n> chunks", "<n>"),
     "help": CommandSpec(help_, "List the commands"),
 }
 

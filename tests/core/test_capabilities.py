@@ -51,7 +51,25 @@ async def _complete(turn: PromptTurn) -> Any:
     return await turn.client.complete_elicitation("el-1")
 
 
+async def _notice(turn: PromptTurn) -> Any:
+    return await turn.client.notice("info", "hello")
+
+
+async def _compaction(turn: PromptTurn) -> Any:
+    return await turn.client.compaction()
+
+
+async def _raw_compaction_chunk(turn: PromptTurn) -> Any:
+    chunk = {"type": "text", "text": "x"}
+    return await turn.client.update(
+        {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c", "content": chunk}
+    )
+
+
 GATED: dict[str, Call] = {
+    "session/update notice": _notice,
+    "session/update compaction": _compaction,
+    "session/update compaction_summary_chunk": _raw_compaction_chunk,
     "fs/read_text_file": _read,
     "fs/write_text_file": _write,
     "terminal/create": _terminal,
@@ -84,8 +102,16 @@ class Recorder:
         {"elicitation": {"form": None, "url": None}},
         {"fs": {"readTextFile": False, "writeTextFile": "true"}, "terminal": "yes"},
         {"fs": None, "terminal": 1},
+        {"session": {"notices": None, "compaction": None}},
     ],
-    ids=["empty", "elicitation-empty", "elicitation-null-modes", "wrong-types", "null-fs"],
+    ids=[
+        "empty",
+        "elicitation-empty",
+        "elicitation-null-modes",
+        "wrong-types",
+        "null-fs",
+        "session-null",
+    ],
 )
 async def test_without_the_capability_nothing_is_sent(
     name: str, caps: JSON, tmp_path: Path
@@ -439,3 +465,57 @@ async def test_capability_error_is_raised_before_any_await() -> None:
         with pytest.raises(CapabilityError):
             await client.read_text_file("x")
     assert out.sent == []
+
+
+CAPS_125: JSON = {**FULL_CAPS, "session": {"notices": {}, "compaction": {}}}
+
+
+async def test_notices_are_live_only_compactions_and_tool_names_are_recorded(
+    tmp_path: Path,
+) -> None:
+    sessions: list[Session] = []
+
+    async def script(turn: PromptTurn) -> str:
+        c = turn.client
+        sessions.append(turn.session)
+        await c.notice("warning", "careful", description="details")
+        compaction = await c.compaction("cmp-1")
+        await compaction.chunk("older turns, summarised")
+        await compaction.complete()
+        with pytest.raises(IllegalTransition):
+            await compaction.chunk("too late")
+        call = await c.tool_call("Reading", kind="read", name="read_file")
+        await call.update(status="completed", name="read_file")
+        return "end_turn"
+
+    async with checked(ScriptAgent(script), CAPS_125) as (client, _server):
+        sid = await client.new_session(str(tmp_path))
+        rid = await client.request("session/prompt", prompt_params(sid))
+        resp, before = await client.until_response(rid)
+        assert resp["result"] == {"stopReason": "end_turn"}
+    sent = [m["params"]["update"] for m in before]
+    assert sent[0] == {
+        "sessionUpdate": "notice",
+        "severity": "warning",
+        "title": "careful",
+        "description": "details",
+    }
+    assert [u["sessionUpdate"] for u in sent[1:]] == [
+        "compaction_update",
+        "compaction_summary_chunk",
+        "compaction_update",
+        "tool_call",
+        "tool_call_update",
+    ]
+    assert sent[4]["name"] == "read_file" and sent[5]["name"] == "read_file"
+    recorded = [
+        e for e in sessions[0].history.events() if e["sessionUpdate"] != "user_message_chunk"
+    ]
+    assert recorded == sent[1:], "everything but the notice is history"
+
+
+def test_legacy_terminal_auth_meta_counts_as_auth_terminal() -> None:
+    assert ClientCapabilities({"_meta": {"terminal-auth": True}}).auth_terminal
+    assert ClientCapabilities({"auth": {"terminal": True}}).auth_terminal
+    assert not ClientCapabilities({"_meta": {"terminal-auth": "yes"}}).auth_terminal
+    assert not ClientCapabilities({}).auth_terminal

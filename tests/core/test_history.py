@@ -380,3 +380,23 @@ def test_sanitize_output_is_a_valid_replay_and_a_fixed_point(turns: list[TurnLog
         if turn.interrupted:
             assert all(s in ("completed", "failed") for s in status.values())
     assert [view(t) for t in sanitize(clean)] == [view(t) for t in clean]
+
+
+def test_sanitize_ends_a_compaction_an_interrupted_turn_left_in_progress() -> None:
+    begun = {"sessionUpdate": "compaction_update", "compactionId": "k1", "status": "in_progress"}
+    chunk = {
+        "sessionUpdate": "compaction_summary_chunk",
+        "compactionId": "k1",
+        "content": {"type": "text", "text": "so far"},
+    }
+    done = {"sessionUpdate": "compaction_update", "compactionId": "k2", "status": "completed"}
+    clean = sanitize([TurnLog("t1", [user(), begun, chunk, done], None, True)])
+    assert clean[0].events == [
+        user(),
+        begun,
+        chunk,
+        done,
+        {"sessionUpdate": "compaction_update", "compactionId": "k1", "status": "cancelled"},
+    ]
+    finished = sanitize([TurnLog("t1", [user(), begun, chunk], "end_turn")])
+    assert finished[0].events == [user(), begun, chunk]

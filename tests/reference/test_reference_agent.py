@@ -33,6 +33,8 @@ COMMANDS = [
     "write",
     "run",
     "fail",
+    "notice",
+    "compact",
     "help",
 ]
 WITH_ARGUMENTS = set(COMMANDS) - {"help"}
