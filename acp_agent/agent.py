@@ -196,6 +196,15 @@ class Agent:
         """True while session creation must answer ``-32000``."""
         return False
 
+    def supports_logout(self) -> bool:
+        """Whether ``logout`` is offered (``agentCapabilities.auth.logout``); an agent
+        that overrides :meth:`logout` says True while it authenticates."""
+        return False
+
+    async def logout(self) -> None:
+        """``logout``: forget the credentials :meth:`authenticate` was given."""
+        raise MethodNotFound("this agent has nothing to log out of")
+
     # -- sessions ---------------------------------------------------------------
 
     def commands(self, session: Session) -> Sequence[Command]:

@@ -15,6 +15,14 @@ backend's :class:`~acp_agent.llm.backend.ModelError` (a ``-32603`` error); a
 cancelled turn unwinds through the cancellation exception (nothing here shields the
 HTTP stream or a running tool) and the library answers ``cancelled``.
 
+Before a request that would outgrow the model's context window, the older turns are
+compacted (:mod:`acp_agent.llm.compact`). The model is a session config option of
+category ``model``, listing what the endpoint's ``GET /models`` offers (asked once,
+when the first session is set up); a context window the endpoint lists there wins
+over ``--context-window``. An endpoint that is not on this machine needs a key: the
+agent then advertises the ``api-key`` auth method (the key in ``_meta["api-key"]``,
+or the configured one), refuses sessions without a key, and ``logout`` forgets it.
+
 Each turn owns one ``httpx.AsyncClient``: its connections close when the turn ends,
 whichever way it ends. MCP server connections outlive turns: they are tasks of the
 connection's :meth:`LlmAgent.lifespan`, started when a session is created or loaded
@@ -26,19 +34,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, ClassVar, Final
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
 import orjson
 
-from ..agent import Agent, PromptCapabilities, PromptTurn, StopReason
-from ..client import SessionClient, text_block, text_content
-from ..errors import ConnectionClosed
+from ..agent import Agent, AuthMethod, ConfigOption, PromptCapabilities, PromptTurn, StopReason
+from ..client import ClientCapabilities, SessionClient, text_block, text_content
+from ..errors import AuthRequired, ConnectionClosed
 from ..session import Session
-from .backend import ChatBackend
-from .config import LlmConfig
+from .backend import ChatBackend, ModelInfo, list_models
+from .compact import compact, needs_compaction
+from .config import LlmConfig, Secret
 from .context import META_KEY, build_messages, system_prompt
 from .mcp_host import McpHost, McpSessionLink, describe, mcp_available
 from .stream import Delta, ModelResponse, TextDelta
@@ -57,6 +68,20 @@ log = logging.getLogger("acp_agent.llm")
 LINK_KEY: Final = "llm.mcp"
 REPORTED_KEY: Final = "llm.mcp_reported"
 CLOSE_GRACE: Final = 2.0
+MODELS_TIMEOUT: Final = 5.0
+LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+API_KEY_METHOD: AuthMethod = {
+    "id": "api-key",
+    "name": "API key",
+    "description": 'The model endpoint\'s API key, in _meta["api-key"] of authenticate '
+    "(or the one set in ACP_AGENT_API_KEY / OPENAI_API_KEY / --api-key-file)",
+}
+
+
+def needs_key(base_url: str) -> bool:
+    """Whether the endpoint is elsewhere than this machine (and so wants a key)."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    return not (host in LOCAL_HOSTS or host.startswith("127."))
 
 
 class LlmAgent(Agent):
@@ -74,6 +99,11 @@ class LlmAgent(Agent):
         self.config = config
         self.mcp = McpHost(config.mcp_connect_timeout)
         self._http_transport = http_transport
+        #: the key requests carry (None after ``logout``)
+        self.api_key: Secret | None = config.api_key
+        self.needs_key = config.api_key is not None or needs_key(config.base_url)
+        #: what GET /models said (None: not asked yet)
+        self.models: list[ModelInfo] | None = None
 
     def __repr__(self) -> str:
         return f"LlmAgent(model={self.config.model!r}, base_url={self.config.base_url!r})"
@@ -84,12 +114,69 @@ class LlmAgent(Agent):
         async with super().lifespan(), self.mcp.running():
             yield
 
+    # ------------------------------------------------------------------ auth
+
+    def auth_methods(self, capabilities: ClientCapabilities) -> Sequence[AuthMethod]:
+        return [API_KEY_METHOD] if self.needs_key else []
+
+    def requires_auth(self) -> bool:
+        return self.needs_key and self.api_key is None
+
+    async def authenticate(self, method_id: str, meta: Mapping[str, Any] | None) -> None:
+        given = meta.get("api-key") if isinstance(meta, Mapping) else None
+        if isinstance(given, str) and given.strip():
+            self.api_key = Secret(given.strip())
+        elif self.config.api_key is not None:
+            self.api_key = self.config.api_key
+        else:
+            raise AuthRequired('No API key: send it in _meta["api-key"], or set ACP_AGENT_API_KEY')
+
+    def supports_logout(self) -> bool:
+        return self.needs_key
+
+    async def logout(self) -> None:
+        self.api_key = None
+
+    # ------------------------------------------------------------------ models
+
+    def _request_config(self, model: str | None = None) -> LlmConfig:
+        return replace(self.config, model=model or self.config.model, api_key=self.api_key)
+
+    async def _list_models(self) -> None:
+        if self.models is not None:
+            return
+        self.models = []
+        timeout = min(MODELS_TIMEOUT, self.config.connect_timeout, self.config.request_timeout)
+        async with httpx.AsyncClient(timeout=timeout, transport=self._http_transport) as http:
+            self.models = await list_models(self._request_config(), http)
+
+    def context_window(self, model: str) -> int | None:
+        """The model's context window: as the endpoint lists it, else as configured."""
+        listed = next((m.context_window for m in self.models or () if m.id == model), None)
+        return listed or self.config.context_window
+
+    def config_options(self, session: Session) -> Sequence[ConfigOption]:
+        names = [self.config.model, *(m.id for m in self.models or () if m.id != self.config.model)]
+        return [
+            {
+                "id": "model",
+                "name": "Model",
+                "description": "The model answering in this session",
+                "type": "select",
+                "category": "model",
+                "default": self.config.model,
+                "options": [{"value": name, "name": name} for name in names],
+            }
+        ]
+
     # ------------------------------------------------------------------ sessions
 
     async def new_session(self, session: Session) -> None:
+        await self._list_models()
         await self._open_mcp(session)
 
     async def load_session(self, session: Session) -> None:
+        await self._list_models()
         await self._open_mcp(session)
 
     async def _open_mcp(self, session: Session) -> None:
@@ -131,8 +218,10 @@ class LlmAgent(Agent):
         http = httpx.AsyncClient(
             timeout=ChatBackend.timeout(self.config), transport=self._http_transport
         )
+        model = session.config.get("model")
+        config = self._request_config(model if isinstance(model, str) else None)
         try:
-            loop = _TurnLoop(self, turn, ChatBackend(self.config, http), tools, link, notes)
+            loop = _TurnLoop(self, turn, ChatBackend(config, http), tools, link, notes)
             return await loop.run()
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_GRACE):
@@ -164,7 +253,8 @@ class _TurnLoop:
         notes: list[str],
     ) -> None:
         self.agent = agent
-        self.config = agent.config
+        self.config = backend.config
+        self.window = agent.context_window(backend.config.model)
         self.turn = turn
         self.session = turn.session
         self.client = turn.client
@@ -181,6 +271,10 @@ class _TurnLoop:
         for step in range(1, self.config.max_turn_requests + 1):
             self.message_id = f"{self.turn.turn_id}_m{step}"
             messages = build_messages(self.system, self.session.history.turns)
+            if needs_compaction(messages, self.tools, self.window) and await compact(
+                self.client, self.backend, self.window or 0, self._on_retry
+            ):
+                messages = build_messages(self.system, self.session.history.turns)
             response = await self.backend.complete(
                 messages, self.tools, self._on_delta, self._on_retry
             )
@@ -196,7 +290,7 @@ class _TurnLoop:
                     await notice(self.client, "The model returned an empty response.")
                 return "end_turn"
             for call in response.tool_calls:
-                await self._run_tool(call.name, call.arguments)
+                await self._run_tool(call.name, call.arguments, call.call_id)
         await notice(
             self.client,
             f"Stopped: this turn reached its limit of {self.config.max_turn_requests} "
@@ -215,10 +309,10 @@ class _TurnLoop:
 
     async def _report_usage(self, response: ModelResponse) -> None:
         # R-USAGE-2: without a known context window there is no meaningful size.
-        if response.usage is not None and self.config.context_window:
-            await self.client.usage(response.usage.total_tokens, self.config.context_window)
+        if response.usage is not None and self.window:
+            await self.client.usage(response.usage.total_tokens, self.window)
 
-    async def _run_tool(self, name: str, arguments: str) -> None:
+    async def _run_tool(self, name: str, arguments: str, call_id: str) -> None:
         args: Any
         problem: str | None = None
         try:
@@ -228,7 +322,12 @@ class _TurnLoop:
         if not isinstance(args, dict):
             args, problem = {}, f"the arguments for {name!r} must be a JSON object"
         inv = Invocation(
-            self.client, name=name, arguments=arguments, args=args, message_id=self.message_id
+            self.client,
+            name=name,
+            arguments=arguments,
+            args=args,
+            message_id=self.message_id,
+            call_id=call_id,
         )
         try:
             if problem is not None:

@@ -16,6 +16,9 @@ that breaks after it started is never retried (its text was already shown).
 Cancellation is never shielded: the response is closed in ``finally`` (the close
 itself is shielded and time-bounded), so a cancelled turn drops its connection.
 
+:func:`list_models` asks the endpoint which models it offers (``GET /models``) and,
+where it says, their context windows; any failure there is an empty answer.
+
 It does not know ACP sessions or tools.
 """
 
@@ -26,6 +29,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass
 from typing import Any, Final, cast
 
 import anyio
@@ -44,6 +48,41 @@ CLOSE_GRACE: Final = 2.0
 
 DeltaSink = Callable[[Delta], Awaitable[None]]
 NoticeSink = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """One model the endpoint lists; ``context_window`` in tokens where it says."""
+
+    id: str
+    context_window: int | None = None
+
+
+# the keys endpoints use for a model's context window in GET /models
+_WINDOW_KEYS: Final = ("context_length", "context_window", "max_context_length")
+MAX_LISTED: Final = 200
+
+
+async def list_models(config: LlmConfig, http: httpx.AsyncClient) -> list[ModelInfo]:
+    """The models ``GET <base_url>/models`` lists (at most ``MAX_LISTED``); [] on any failure."""
+    headers = dict(config.headers)
+    if config.api_key is not None:
+        headers["Authorization"] = f"Bearer {config.api_key.reveal()}"
+    try:
+        response = await http.get(config.base_url.rstrip("/") + "/models", headers=headers)
+        payload = orjson.loads(response.content) if response.status_code == 200 else None
+    except (httpx.HTTPError, orjson.JSONDecodeError):
+        return []
+    data = payload.get("data") if isinstance(payload, dict) else None
+    models: list[ModelInfo] = []
+    for item in data if isinstance(data, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            continue
+        window = next((item[k] for k in _WINDOW_KEYS if isinstance(item.get(k), int)), None)
+        models.append(ModelInfo(item["id"], window if window and window > 0 else None))
+        if len(models) >= MAX_LISTED:
+            break
+    return models
 
 
 class ModelError(InternalError):

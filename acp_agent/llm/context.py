@@ -8,11 +8,17 @@ updates the agent sends:
 
 * every agent message chunk of one model response carries the same ``messageId``;
 * every ``tool_call`` carries ``_meta["acp-agent/llm"] = {messageId, name,
-  arguments}`` (the model response it belongs to, the function name and the raw
-  JSON arguments the model produced);
+  arguments, id}`` (the model response it belongs to, the function name, the raw
+  JSON arguments and the call id the model produced: the id goes back to the model
+  unchanged, as endpoints that check ids require);
 * every finished tool call carries ``rawOutput: {"output": <text given to the model>}``;
 * agent messages that are notices to the person (not model output) carry
   ``_meta["acp-agent/llm"] = {"notice": true}`` and are left out.
+
+A completed context compaction (``compaction_update`` / ``compaction_summary_chunk``,
+see :mod:`acp_agent.llm.compact`) stands for every turn before the turn it was made
+in: the conversation then starts at that turn, with the summary in the system prompt
+(:func:`compacted_from`).
 
 Updates from elsewhere (no ``_meta``) still rebuild sensibly: a tool call's name comes
 from its title, its arguments from ``rawInput``, its result from its text content.
@@ -29,9 +35,11 @@ from typing import Any, Final
 
 import orjson
 
+from ..compaction import compaction_summaries
 from ..session import TurnLog
 
 META_KEY: Final = "acp-agent/llm"
+SUMMARY_HEADING: Final = "Summary of the earlier conversation (its older turns were compacted):"
 UNFINISHED_RESULT: Final = "The tool call did not finish (it was interrupted or cancelled)."
 
 JSON = dict[str, Any]
@@ -93,11 +101,14 @@ class _Assistant:
         self.message_id = message_id
         self.text: list[str] = []
         self.calls: list[JSON] = []
+        #: ACP toolCallId -> the result given to the model (None: not finished)
         self.results: dict[str, str | None] = {}
+        self._acp_ids: list[str] = []
 
     def tool_call(self, event: Mapping[str, Any]) -> None:
         meta = llm_meta(event)
         call_id = str(event.get("toolCallId"))
+        model_id = meta.get("id")
         name = meta.get("name")
         if not isinstance(name, str) or not name:
             name = _NAME_RE.sub("_", str(event.get("title", "tool")))[:64] or "tool"
@@ -106,8 +117,13 @@ class _Assistant:
             raw = event.get("rawInput")
             arguments = orjson.dumps(raw if raw is not None else {}).decode()
         self.calls.append(
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            {
+                "id": model_id if isinstance(model_id, str) and model_id else call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }
         )
+        self._acp_ids.append(call_id)
         self.results[call_id] = None
 
     def tool_update(self, event: Mapping[str, Any]) -> None:
@@ -131,8 +147,8 @@ class _Assistant:
         if self.calls:
             message["tool_calls"] = self.calls
         out = [message]
-        for call in self.calls:
-            result = self.results.get(call["id"])
+        for call, acp_id in zip(self.calls, self._acp_ids, strict=True):
+            result = self.results.get(acp_id)
             out.append(
                 {
                     "role": "tool",
@@ -189,10 +205,28 @@ def turn_messages(turn: TurnLog) -> list[JSON]:
     return out
 
 
+def compacted_from(turns: Sequence[TurnLog]) -> tuple[int, str]:
+    """(the first turn given to the model verbatim, the summary of the turns before it):
+    the latest completed compaction's turn and summary, or (0, "") when there is none."""
+    for index in range(len(turns) - 1, -1, -1):
+        done = [
+            text
+            for status, text in compaction_summaries(turns[index].events).values()
+            if status == "completed" and text
+        ]
+        if done:
+            return index, done[-1]
+    return 0, ""
+
+
 def build_messages(system_prompt: str, turns: Iterable[TurnLog]) -> list[JSON]:
-    """The whole conversation for the next model request."""
+    """The conversation for the next model request (from the latest compaction on)."""
+    kept = list(turns)
+    start, summary = compacted_from(kept)
+    if summary:
+        system_prompt = f"{system_prompt}\n\n{SUMMARY_HEADING}\n{summary}"
     messages: list[JSON] = [{"role": "system", "content": system_prompt}]
-    for turn in turns:
+    for turn in kept[start:]:
         messages.extend(turn_messages(turn))
     return messages
 

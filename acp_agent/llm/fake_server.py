@@ -15,6 +15,15 @@ its first line, runs ``wc -l`` on it and summarises, one model request per step.
 Scenarios are stateless (the step is the number of tool results since the last user
 message) except the ``*-once`` / ``rate-limit`` ones, which count attempts.
 
+Like real endpoints it is strict where they are: every tool call id it hands out is
+fresh and signed (any instance recognises them, so a conversation can move to a new
+server process), and a conversation whose assistant tool calls carry ids it did not
+issue, or whose tool results answer ids no preceding tool call has, is a 400. Started
+with a ``context_window`` (tokens, counted as a quarter of the JSON characters of the
+messages and tools), it lists it under ``GET /models`` and answers a longer request
+with 400 ``context_length_exceeded``. A request whose system message starts with
+:data:`SUMMARY_MARK` is answered with a summary of the conversation it carries.
+
 For tests it keeps the request bodies it got (:attr:`FakeModelServer.requests`),
 counts open connections and streams the client abandoned, and lets a test wait for
 a condition without sleeping (:meth:`FakeModelServer.wait_until`).
@@ -23,8 +32,10 @@ a condition without sleeping (:meth:`FakeModelServer.wait_until`).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
+import zlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -35,6 +46,8 @@ import anyio.abc
 import orjson
 
 MAX_HEAD: Final = 64 * 1024
+SUMMARY_MARK: Final = "Summarize the conversation"
+MODELS: Final = ("fake", "fake-large")
 HANG_LIMIT: Final = 60.0
 
 JSON = dict[str, Any]
@@ -255,17 +268,102 @@ def _scripted_agent(conv: Conversation, words: list[str]) -> Reply:
     return _file_loop(chosen, results, 1)
 
 
+def _bad_request(message: str, code: str) -> Reply:
+    return Reply(400, {"message": message, "type": "invalid_request_error", "code": code})
+
+
+def issue_id(serial: int) -> str:
+    """A tool call id of this endpoint: a serial number and its signature."""
+    body = f"{serial:06d}{os.urandom(3).hex()}"
+    return f"call_{body}{zlib.crc32(b'fake-endpoint:' + body.encode()) & 0xFFFF:04x}"
+
+
+def is_issued(call_id: object) -> bool:
+    if not isinstance(call_id, str) or not call_id.startswith("call_") or len(call_id) != 21:
+        return False
+    body, sig = call_id[5:17], call_id[17:]
+    return f"{zlib.crc32(b'fake-endpoint:' + body.encode()) & 0xFFFF:04x}" == sig
+
+
+def estimate_tokens(body: JSON) -> int:
+    """The server's count of a request's prompt tokens (a quarter of its JSON)."""
+    return (len(orjson.dumps(body.get("messages"))) + len(orjson.dumps(body.get("tools")))) // 4
+
+
+SUMMARY_START: Final = "Summary of the earlier conversation: "
+
+
+def _summary(messages: list[JSON]) -> Reply:
+    """The first word of each ``user:`` line of the transcript it was given, after the
+    words of any summary the transcript carries (so summaries build on each other)."""
+    said: list[str] = []
+    for message in messages:
+        for line in _text_of(message.get("content")).splitlines():
+            if line.startswith(SUMMARY_START):
+                said.append(line[len(SUMMARY_START) :])
+            elif line.startswith("user: ") and line[6:].split():
+                said.append(line[6:].split()[0])
+    return Reply(events=text_events(SUMMARY_START + " ".join(said), 3))
+
+
 class Script:
     """Chooses a :class:`Reply` for each request; counts attempts for the ``*-once`` ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, context_window: int | None = None) -> None:
         self.attempts: dict[str, int] = {}
+        self.context_window = context_window
+        #: every tool call id handed out, in order
+        self.issued: list[str] = []
+        #: what was wrong with each request refused for its tool call ids
+        self.id_errors: list[str] = []
+
+    def check_ids(self, messages: list[JSON]) -> str | None:
+        """Why the conversation's tool call ids are wrong, or None."""
+        open_ids: set[str] = set()
+        for m in messages:
+            if m.get("role") == "assistant":
+                open_ids = set()
+                for call in m.get("tool_calls") or []:
+                    call_id = call.get("id") if isinstance(call, dict) else None
+                    if not is_issued(call_id):
+                        return f"tool call id {call_id!r} was not issued by this endpoint"
+                    open_ids.add(str(call_id))
+            elif m.get("role") == "tool" and m.get("tool_call_id") not in open_ids:
+                return f"tool result for unknown tool call id {m.get('tool_call_id')!r}"
+        return None
+
+    def _fresh_ids(self, reply: Reply) -> Reply:
+        """Give every tool call in ``reply`` an id never handed out before."""
+        for event in reply.events:
+            if not isinstance(event, dict):
+                continue
+            for choice in event.get("choices") or []:
+                for call in (choice.get("delta") or {}).get("tool_calls") or []:
+                    if "id" in call:
+                        call["id"] = issue_id(len(self.issued) + 1)
+                        self.issued.append(call["id"])
+        return reply
+
+    def reply(self, body: JSON, header: str | None) -> Reply:
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            problem = self.check_ids([m for m in messages if isinstance(m, dict)])
+            if problem is not None:
+                self.id_errors.append(problem)
+                return _bad_request(problem, "invalid_tool_call_id")
+        if self.context_window is not None and estimate_tokens(body) > self.context_window:
+            return _bad_request(
+                f"This model's maximum context length is {self.context_window} tokens; "
+                f"the request has {estimate_tokens(body)}",
+                "context_length_exceeded",
+            )
+        return self._fresh_ids(self._reply(body, header))
 
     def _attempt(self, key: str) -> int:
         self.attempts[key] = self.attempts.get(key, 0) + 1
         return self.attempts[key]
 
-    def reply(self, body: JSON, header: str | None) -> Reply:
+    def _reply(self, body: JSON, header: str | None) -> Reply:
         messages = body.get("messages")
         if not isinstance(messages, list) or not body.get("model"):
             return Reply(
@@ -277,6 +375,11 @@ class Script:
             if isinstance(t, dict)
         ]
         conv = Conversation([m for m in messages if isinstance(m, dict)], tools)
+        first = conv.messages[0] if conv.messages else {}
+        if first.get("role") == "system" and _text_of(first.get("content")).startswith(
+            SUMMARY_MARK
+        ):
+            return _summary(conv.messages[1:])
         name, words = conv.scenario(header)
         key = f"{name}:{conv.last_user}:{len(conv.messages)}"
         if name == "":
@@ -387,8 +490,8 @@ class _Request:
 class FakeModelServer:
     """The server; start it with :meth:`running` (an async context manager)."""
 
-    def __init__(self) -> None:
-        self.script = Script()
+    def __init__(self, context_window: int | None = None) -> None:
+        self.script = Script(context_window)
         self.port = 0
         self.requests: list[JSON] = []
         self.request_headers: list[dict[str, str]] = []
@@ -414,9 +517,9 @@ class FakeModelServer:
     @classmethod
     @asynccontextmanager
     async def running(
-        cls, host: str = "127.0.0.1", port: int = 0
+        cls, host: str = "127.0.0.1", port: int = 0, *, context_window: int | None = None
     ) -> AsyncIterator[FakeModelServer]:
-        server = cls()
+        server = cls(context_window)
         listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
         server.port = int(listener.extra(anyio.abc.SocketAttribute.local_port))
 
@@ -505,9 +608,11 @@ class FakeModelServer:
 
     async def _respond(self, stream: anyio.abc.SocketStream, request: _Request) -> bool:
         if request.method == "GET" and request.path.rstrip("/").endswith("/models"):
-            await self._send_json(
-                stream, 200, {"object": "list", "data": [{"id": "fake", "object": "model"}]}
-            )
+            models: list[JSON] = [{"id": name, "object": "model"} for name in MODELS]
+            if self.script.context_window is not None:
+                for model in models:
+                    model["context_length"] = self.script.context_window
+            await self._send_json(stream, 200, {"object": "list", "data": models})
             return True
         if request.method != "POST" or not request.path.rstrip("/").endswith("/chat/completions"):
             await self._send_json(stream, 404, {"error": {"message": f"no route {request.path}"}})
@@ -589,8 +694,8 @@ class FakeModelServer:
 # ------------------------------------------------------------------ by hand
 
 
-async def _main(host: str, port: int) -> None:
-    async with FakeModelServer.running(host, port) as server:
+async def _main(host: str, port: int, context_window: int | None) -> None:
+    async with FakeModelServer.running(host, port, context_window=context_window) as server:
         url = f"http://{host}:{server.port}/v1"
         print(url, flush=True)
         print(
@@ -610,9 +715,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument(
+        "--context-window", type=int, default=None, help="tokens a request may hold"
+    )
     args = parser.parse_args(argv)
     with suppress(KeyboardInterrupt):
-        anyio.run(_main, args.host, args.port)
+        anyio.run(_main, args.host, args.port, args.context_window)
     return 0
 
 

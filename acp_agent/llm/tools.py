@@ -164,8 +164,11 @@ class Invocation:
         arguments: str,
         args: Any,
         message_id: str,
+        call_id: str | None = None,
     ) -> None:
         self.client = client
+        #: the model's own id for this call (sent back to it unchanged)
+        self.call_id = call_id
         self.name = name
         self.arguments = arguments
         self.args = args
@@ -186,6 +189,9 @@ class Invocation:
     ) -> ToolCall:
         """Send the ``tool_call`` (status ``pending``) with what rebuilds the conversation."""
         call_id = self.client.session.new_tool_call_id()
+        meta: JSON = {"messageId": self.message_id, "name": self.name, "arguments": self.arguments}
+        if self.call_id:
+            meta["id"] = self.call_id
         update: JSON = {
             "sessionUpdate": "tool_call",
             "toolCallId": call_id,
@@ -193,14 +199,10 @@ class Invocation:
             "kind": kind,
             "status": "pending",
             "rawInput": self.args if isinstance(self.args, dict) else {"arguments": self.arguments},
-            "_meta": {
-                META_KEY: {
-                    "messageId": self.message_id,
-                    "name": self.name,
-                    "arguments": self.arguments,
-                }
-            },
+            "_meta": {META_KEY: meta},
         }
+        if self.name:
+            update["name"] = self.name
         if locations:
             update["locations"] = list(locations)
         if content:
