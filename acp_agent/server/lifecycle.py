@@ -1,5 +1,6 @@
-"""Session lifecycle: ``session/new``, ``load`` (with exact replay), ``resume``,
-``list``, ``close`` and ``delete``, and shutting a live session down.
+"""Session lifecycle: ``session/new``, ``load`` (with exact replay of what the client
+may be sent), ``resume``, ``list``, ``close`` and ``delete``, and shutting a live
+session down.
 
 It does not run prompt turns (:mod:`.turns`) or change modes and config
 (:mod:`.modes`).
@@ -16,6 +17,7 @@ import anyio.abc
 import anyio.to_thread
 import orjson
 
+from ..client import replayable
 from ..connection import RequestContext
 from ..errors import InvalidParams, ResourceNotFound
 from ..session import (
@@ -146,8 +148,11 @@ class SessionLifecycle(ServerBase):
     async def _load_session(self, params: Any, ctx: RequestContext) -> JSON:
         session, turns = await self._restore(params_object(params), replay=True)
         conn = self.connection
+        caps = self.capabilities
         for turn in turns:
             for event in turn.events:
+                if not replayable(caps, event):
+                    continue  # kept for a client that may see it (a compaction)
                 await conn.notify(
                     "session/update", {"sessionId": session.session_id, "update": event}
                 )

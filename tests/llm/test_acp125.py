@@ -17,7 +17,7 @@ from acp_agent.llm.context import SUMMARY_HEADING
 from acp_agent.llm.fake_server import SUMMARY_MARK, FakeModelServer, is_issued
 from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, spawn, update_kind
 
-from .harness import base_config, harness
+from .harness import harness
 
 pytestmark = pytest.mark.anyio
 
@@ -119,9 +119,7 @@ async def test_a_long_conversation_is_compacted_and_continues_after_load(
     async with FakeModelServer.running(context_window=WINDOW) as fake:
         async with agent_process(fake, db) as client:
             await client.initialize(caps)
-            result, _ = await client.call(
-                "session/new", {"cwd": str(tmp_path), "mcpServers": []}
-            )
+            result, _ = await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
             sid = result["sessionId"]
             for i in range(1, 8):
                 turn = await client.prompt(sid, f"topic{i} fake:cold {FILLER}")

@@ -80,7 +80,7 @@ async def test_compaction_is_stored_and_replayed_exactly_notices_are_not(tmp_pat
         assert len(ids) == 1
         live = turn.updates
 
-    for caps, expected in ((CAPS_125, live),):
+    for caps, expected in ((CAPS_125, live), (FULL_CAPS, [])):
         async with spawn(server(db)) as client:
             await client.initialize(caps)
             load_id = await client.request(
