@@ -120,6 +120,9 @@ class PromptTurn:
     blocks: list[dict[str, Any]]
     turn_id: str
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the turn's token usage for the (unstable) ``usage`` of the prompt result, in its
+    #: wire spelling (``totalTokens``, ``inputTokens``, ``outputTokens``, ...); None: unknown
+    usage: dict[str, int] | None = None
     _request: PromptRequest | None = field(default=None, repr=False)
 
     @property

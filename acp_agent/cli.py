@@ -41,6 +41,7 @@ ENV = {
     "backend": "ACP_AGENT_BACKEND",
     "dispatcher": "ACP_AGENT_DISPATCHER",
     "model": "ACP_AGENT_MODEL",
+    "unstable": "ACP_AGENT_UNSTABLE",
 }
 
 DESCRIPTION = """\
@@ -155,6 +156,13 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
         default=_env("dispatcher") or "native",
         choices=["native", "jsonrpcserver"],
         help="how requests are dispatched to handlers (default native) [env ACP_AGENT_DISPATCHER]",
+    )
+    parser.add_argument(
+        "--unstable",
+        action="store_true",
+        default=_env("unstable") not in (None, "0", "false", "no"),
+        help="serve and advertise ACP's unstable features: session/fork, session/set_title, "
+        "usage on prompt results (default off) [env ACP_AGENT_UNSTABLE=1]",
     )
     parser.add_argument(
         "--model",
@@ -320,6 +328,7 @@ def serve(args: argparse.Namespace) -> int:
         turn_timeout=args.turn_timeout,
         lease_timeout=args.lease_timeout,
         dispatcher=dispatcher_for(args.dispatcher),
+        unstable=args.unstable,
     )
 
 

@@ -54,6 +54,7 @@ async def serve_stdio(
     allow_outside_roots: bool = False,
     max_line: int = 64 * 1024 * 1024,
     dispatcher: Any = None,
+    unstable: bool = False,
 ) -> None:
     """Serve ``agent`` on the given descriptors until EOF or SIGTERM."""
     opened = store if store is not None and not isinstance(store, str) else None
@@ -73,6 +74,7 @@ async def serve_stdio(
         allow_outside_roots=allow_outside_roots,
         max_line=max_line,
         dispatcher=dispatcher,
+        unstable=unstable,
     )
     try:
         async with anyio.create_task_group() as tg:

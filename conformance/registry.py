@@ -63,6 +63,9 @@ class Profile:
     new: dict[str, Any] | None = None
     commands: set[str] = field(default_factory=set)
     error: str | None = None
+    #: the agent advertises something only the unstable schema knows (the run then
+    #: validates every frame against ``schema.unstable.json``)
+    unstable: bool = False
 
     def caps(self) -> dict[str, Any]:
         c = (self.init or {}).get("agentCapabilities")

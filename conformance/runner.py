@@ -90,6 +90,21 @@ class Runner:
         self.profile = Profile()
 
     async def discover(self) -> Profile:
+        """Learn the profile; an agent that advertises what only the unstable schema knows
+        is learned again, and judged from then on, against that schema."""
+        prof = await self._discover()
+        init = prof.init
+        if init is None or not self.schema.unknown_keys("InitializeResponse", init):
+            return prof
+        unstable = self.schema.unstable()
+        if unstable is None or unstable.unknown_keys("InitializeResponse", init):
+            return prof  # unknown keys either way: R-EXT-3 judges them
+        self.schema = unstable
+        self.all_procs = [(cid, p) for cid, p in self.all_procs if cid != "discovery"]
+        self.profile = Profile(unstable=True)
+        return await self._discover()
+
+    async def _discover(self) -> Profile:
         ctx = Ctx(self.opts, self.profile, self.schema, self.tmp, "discovery")
         prof = self.profile
         try:

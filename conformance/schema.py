@@ -62,7 +62,8 @@ class Schema:
     """The v1 schema with its method tables. One instance is shared by every connection."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        with open(path or find_schema(), encoding="utf-8") as f:
+        self.path = Path(path or find_schema())
+        with open(self.path, encoding="utf-8") as f:
             self.doc: dict[str, Any] = json.load(f)
         self.defs: dict[str, Any] = self.doc["$defs"]
         self._by_name: dict[str, Draft202012Validator] = {}
@@ -83,6 +84,12 @@ class Schema:
                 (self.agent_results if side == "agent" else self.client_results)[method] = name
             else:
                 (self.agent_params if side == "agent" else self.client_params)[method] = name
+
+    def unstable(self) -> Schema | None:
+        """The unstable schema published beside this one (``schema.unstable.json``, a
+        superset with the unstable methods and fields), if there is one."""
+        path = self.path.with_name("schema.unstable.json")
+        return Schema(path) if path != self.path and path.is_file() else None
 
     # -- validators ---------------------------------------------------------------------------
 

@@ -279,6 +279,7 @@ class _TurnLoop:
                 messages, self.tools, self._on_delta, self._on_retry
             )
             await self._report_usage(response)
+            self._count_usage(response)
             if response.refusal is not None or response.finish_reason == "content_filter":
                 if response.refusal:
                     await self.client.message(response.refusal, message_id=self.message_id)
@@ -306,6 +307,16 @@ class _TurnLoop:
 
     async def _on_retry(self, text: str) -> None:
         await notice(self.client, text, thought=True)
+
+    def _count_usage(self, response: ModelResponse) -> None:
+        """Add the response's tokens to the turn's usage (the prompt result's ``usage``)."""
+        if response.usage is None:
+            return
+        usage = self.turn.usage or {"totalTokens": 0, "inputTokens": 0, "outputTokens": 0}
+        usage["inputTokens"] += response.usage.prompt_tokens
+        usage["outputTokens"] += response.usage.completion_tokens
+        usage["totalTokens"] += response.usage.total_tokens
+        self.turn.usage = usage
 
     async def _report_usage(self, response: ModelResponse) -> None:
         # R-USAGE-2: without a known context window there is no meaningful size.

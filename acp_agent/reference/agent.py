@@ -8,7 +8,9 @@ the worked example of writing an agent with this library. It
   a select config option ``mode`` of category ``mode``, which the library keeps in step
   with the session mode;
 * accepts image, audio and embedded-resource prompt blocks, and says what it received;
-* answers a prompt that is not a command by repeating it and pointing at ``/help``.
+* answers a prompt that is not a command by repeating it and pointing at ``/help``;
+* reports the turn's token usage (for the unstable ``usage`` of the prompt result) as
+  zero: no model ran.
 
 Its observable behaviour is fixed by ``reference-agent.md``; change both together.
 It uses only the public API of acp-agent.
@@ -30,6 +32,9 @@ MODES: list[Mode] = [
     {"id": "ask", "name": "Ask", "description": "Ask before writing files"},
     {"id": "auto", "name": "Auto", "description": "Write files without asking"},
 ]
+
+#: the usage of every turn: no model, no tokens (only sent with ``--unstable``)
+NO_TOKENS: dict[str, int] = {"totalTokens": 0, "inputTokens": 0, "outputTokens": 0}
 
 NO_MODEL_NOTE = (
     "No language model is configured, so acp-agent is running its reference agent, "
@@ -73,6 +78,7 @@ class ReferenceAgent(Agent):
         ]
 
     async def prompt(self, turn: PromptTurn) -> StopReason:
+        turn.usage = NO_TOKENS
         line = parse_command(turn.blocks)
         if line is not None:
             return await run_command(turn, line)

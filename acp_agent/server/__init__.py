@@ -11,7 +11,10 @@
   choice); one authoritative end per turn, written after every update of the turn
   and after the turn is durable in the store; ``cancelled`` whichever path races
   first; an optional per-turn time limit;
-* modes and config options kept in step.
+* modes and config options kept in step;
+* ``logout`` for agents that authenticate; with ``unstable``, the methods of
+  :mod:`.unstable` (``session/fork``, ``session/set_title``) and ``usage`` on prompt
+  results, advertised only then.
 
 Requests other than ``initialize`` that arrive before it are refused with
 ``-32600`` (a documented choice: capabilities are unknown until then).
@@ -37,15 +40,15 @@ import anyio.to_thread
 from ..agent import Agent, InitializeParams
 from ..client import ClientCapabilities
 from ..connection import AgentSession, MethodTable, NativeDispatcher, RequestContext
-from ..errors import InvalidParams, RequestError
+from ..errors import InvalidParams, MethodNotFound, RequestError
 from ..session import CancelReason
 from ..store import SessionStore
 from ..transport import Transport
 from .base import CLOSE_GRACE, JSON, PROTOCOL_VERSION, BusyPolicy, log, params_object
-from .lifecycle import SessionLifecycle
 from .modes import ModesAndConfig
 from .ordering import Place
 from .turns import PromptTurns
+from .unstable import UNSTABLE_SESSION_CAPABILITIES, UnstableMethods
 
 #: requests applied one at a time per session, in arrival order (see ordering)
 ORDERED_METHODS: Final = (
@@ -59,14 +62,18 @@ ORDERED_METHODS: Final = (
 WARM_IDLE: Final = 0.1  # seconds of a quiet connection before the models are built
 
 
-class AcpServer(SessionLifecycle, ModesAndConfig, PromptTurns):
-    """Serve an :class:`Agent` over ACP v1. One instance per connection."""
+class AcpServer(UnstableMethods, ModesAndConfig, PromptTurns):
+    """Serve an :class:`Agent` over ACP v1. One instance per connection.
+
+    (``UnstableMethods`` extends ``SessionLifecycle``: a fork is restored like a load.)
+    """
 
     def method_table(self) -> MethodTable:
         ordered = self._ordered
         requests = {
             "initialize": self._initialize,
             "authenticate": self._gate(self._authenticate),
+            "logout": self._gate(self._logout),
             "session/new": self._gate(self._new_session),
             "session/load": ordered(self._gate(self._load_session)),
             "session/resume": ordered(self._gate(self._resume_session)),
@@ -81,6 +88,9 @@ class AcpServer(SessionLifecycle, ModesAndConfig, PromptTurns):
             ORDERED_METHODS, self._take_place
         )
         prepare["session/prompt"] = self._prompt_arrived
+        if self.unstable:
+            requests["session/fork"] = self._gate(self._fork_session)
+            requests["session/set_title"] = self._gate(self._set_title)
         return MethodTable(
             requests=requests,
             inline={"session/cancel": self._cancel},
@@ -149,6 +159,9 @@ class AcpServer(SessionLifecycle, ModesAndConfig, PromptTurns):
         # No pydantic here: initialize is the start-up path (see _warm_when_idle).
         raw = params_object(params)
         version = raw.get("protocolVersion")
+        if isinstance(version, str):
+            # Clients in the wild send "1" or a date: as the official SDKs do, that is v1.
+            version = PROTOCOL_VERSION
         if isinstance(version, bool) or not isinstance(version, int):
             raise InvalidParams("protocolVersion: an integer is required")
         caps_raw = raw.get("clientCapabilities")
@@ -188,17 +201,19 @@ class AcpServer(SessionLifecycle, ModesAndConfig, PromptTurns):
                     "embeddedContext": bool(caps.get("embeddedContext", False)),
                 },
                 "mcpCapabilities": {"http": self.agent.mcp_http, "sse": self.agent.mcp_sse},
-                "sessionCapabilities": {
-                    "list": {},
-                    "delete": {},
-                    "resume": {},
-                    "close": {},
-                    "additionalDirectories": {},
-                },
+                "sessionCapabilities": self._session_capabilities(),
+                **({"auth": {"logout": {}}} if self.agent.supports_logout() else {}),
             },
             "authMethods": auth,
             "agentInfo": agent_info,
         }
+
+    def _session_capabilities(self) -> JSON:
+        caps: JSON = {"list": {}, "delete": {}, "resume": {}, "close": {}}
+        caps["additionalDirectories"] = {}
+        if self.unstable:
+            caps.update(UNSTABLE_SESSION_CAPABILITIES)
+        return caps
 
     async def _warm_when_idle(self) -> None:
         """Build the protocol models once the client has gone quiet.
@@ -234,6 +249,13 @@ class AcpServer(SessionLifecycle, ModesAndConfig, PromptTurns):
         """End input as EOF would (used on SIGTERM); :meth:`serve` then returns."""
         if self._conn is not None:
             self._conn.stop_reading()
+
+    async def _logout(self, params: Any, ctx: RequestContext) -> JSON:
+        params_object(params)
+        if not self.agent.supports_logout():
+            raise MethodNotFound("logout: this agent does not authenticate")
+        await self.agent.logout()
+        return {}
 
     # ------------------------------------------------------------------ extensions
 

@@ -109,9 +109,12 @@ class ServerBase:
         max_line: int = 64 * 1024 * 1024,
         dispatcher: type[Dispatcher] | None = None,
         owner: str = DEFAULT_OWNER,
+        unstable: bool = False,
     ) -> None:
         self.agent = agent
         self.owner = owner  # the principal whose sessions this connection sees
+        #: serve (and advertise) the unstable methods of :mod:`.unstable`
+        self.unstable = unstable
         self.store: SessionStore = store if store is not None else MemorySessionStore()
         self.busy_policy = busy_policy
         self.turn_timeout = turn_timeout

@@ -314,6 +314,8 @@ class PromptTurns(ServerBase):
         refused = self._persister.refused(session.session_id)
         if refused is not None:  # fenced out: the history is the new owner's
             raise refused
+        if self.unstable and prompt_turn.usage is not None:
+            return {"stopReason": final, "usage": prompt_turn.usage}
         return {"stopReason": final}
 
     def _cancel_turn(self, session: Session, turn: Turn, reason: CancelReason) -> None:

@@ -1,5 +1,16 @@
 """Every conformance check; importing this package registers them in `registry.REGISTRY`."""
 
-from . import cancel, clientcaps, modes, rpc, sessions, tools, transport, turn
+from . import acp125, cancel, clientcaps, modes, rpc, sessions, tools, transport, turn, unstable
 
-__all__ = ["cancel", "clientcaps", "modes", "rpc", "sessions", "tools", "transport", "turn"]
+__all__ = [
+    "acp125",
+    "cancel",
+    "clientcaps",
+    "modes",
+    "rpc",
+    "sessions",
+    "tools",
+    "transport",
+    "turn",
+    "unstable",
+]

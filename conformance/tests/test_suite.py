@@ -69,13 +69,32 @@ CASES = {
     "pretty": ("R-TRANS-2", "R-TRANS-2"),
     "batch-crash": ("R-TRANS-8", "R-TRANS-8.batch"),
     "require-mcp": ("R-NEW-4", "R-NEW-4"),
+    # ACP 1.25
+    "notice-without-cap": ("R-NOTICE", "R-NOTICE-1"),
+    "notice-replayed": ("R-NOTICE", "R-NOTICE-2"),
+    "compaction-without-cap": ("R-COMPACT", "R-COMPACT-1"),
+    "compaction-to-all": ("R-COMPACT", "R-COMPACT-2"),
+    "tool-name-number": ("R-TOOL-NAME", "R-TOOL-NAME"),
+    "logout-missing": ("R-AUTH-8", "R-AUTH-8"),
+    "logout-keeps-auth": ("R-AUTH-8", "R-AUTH-8"),
+    "strict-version": ("R-INIT-LENIENT", "R-INIT-LENIENT"),
+    "lax-version": ("R-INIT-STRICT", "R-INIT-STRICT"),
+    "no-legacy-terminal-auth": ("R-AUTH-LEGACY", "R-AUTH-LEGACY"),
 }
+# the same, for the unstable features of a fixture run with --unstable
+UNSTABLE_CASES = {
+    "fork-empty": ("R-FORK", "R-FORK"),
+    "title-not-listed": ("R-TITLE", "R-TITLE"),
+    "usage-inconsistent": ("R-USAGE", "R-USAGE"),
+}
+UNSTABLE_CHECKS = ("R-FORK", "R-TITLE", "R-USAGE", "R-EXT-3")
 
 
-@pytest.mark.parametrize("breakage", sorted(CASES))
+@pytest.mark.parametrize("breakage", sorted(CASES) + sorted(UNSTABLE_CASES))
 def test_breakage_is_caught(breakage: str, tmp_path: Path) -> None:
-    only, must_fail = CASES[breakage]
-    code, report = run_suite(tmp_path, [*BROKEN, "--break", breakage], "--only", only)
+    flags = ["--unstable"] if breakage in UNSTABLE_CASES else []
+    only, must_fail = {**CASES, **UNSTABLE_CASES}[breakage]
+    code, report = run_suite(tmp_path, [*BROKEN, *flags, "--break", breakage], "--only", only)
     got = statuses(report)
     assert got.get(must_fail) == "FAIL", got
     failed = next(r for r in report["results"] if r["id"] == must_fail)
@@ -93,6 +112,18 @@ def test_correct_fixture_passes(tmp_path: Path) -> None:
     assert {c[1] for c in CASES.values()} <= {r["id"] for r in report["results"]}
     assert code == 0
     assert report["verdict"] == "CONFORMANT"
+
+
+def test_unstable_features_are_judged_only_when_advertised(tmp_path: Path) -> None:
+    only = [a for c in UNSTABLE_CHECKS for a in ("--only", c)]
+    code, report = run_suite(tmp_path, [*MINIMAL, "--unstable"], *only)
+    got = statuses(report)
+    assert {got[c] for c in UNSTABLE_CHECKS} == {"PASS"}, report["results"]
+    assert code == 0 and report["verdict"] == "CONFORMANT"
+    code, report = run_suite(tmp_path, MINIMAL, *only)
+    got = statuses(report)
+    assert [got[c] for c in UNSTABLE_CHECKS] == ["SKIP", "SKIP", "SKIP", "PASS"]
+    assert code == 0
 
 
 def test_require_exercised_turns_must_skips_into_failure(tmp_path: Path) -> None:

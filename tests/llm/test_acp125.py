@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from acp_agent.llm import LlmAgent
+from acp_agent.llm import LlmAgent, Secret
 from acp_agent.llm.compact import SUMMARY_PROMPT
 from acp_agent.llm.context import SUMMARY_HEADING
 from acp_agent.llm.fake_server import SUMMARY_MARK, FakeModelServer, is_issued
 from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, spawn, update_kind
 
-from .harness import harness
+from .harness import RpcError, base_config, harness
 
 pytestmark = pytest.mark.anyio
 
@@ -69,6 +69,26 @@ async def test_a_remote_endpoint_needs_a_key_that_logout_forgets(tmp_path: Path)
     assert agent.api_key.reveal() == "sk-given" and agent.supports_logout()
     await agent.logout()
     assert agent.requires_auth() and agent.api_key is None
+
+
+async def test_logout_forgets_the_key_and_authenticate_gives_one(tmp_path: Path) -> None:
+    def keyed(fake: FakeModelServer) -> Any:
+        return base_config(fake, api_key=Secret("sk-configured"))
+
+    async with harness(str(tmp_path), config=keyed) as h:
+        init = await h.client.initialize()
+        assert init["agentCapabilities"]["auth"] == {"logout": {}}
+        assert [m["id"] for m in init["authMethods"]] == ["api-key"]
+        sid = await h.session()
+        assert await h.client.prompt(sid, "fake:cold") == "end_turn"
+        assert h.fake.request_headers[-1]["authorization"] == "Bearer sk-configured"
+        assert await h.client.call("logout", {}) == {}
+        with pytest.raises(RpcError) as info:
+            await h.session()
+        assert info.value.code == -32000
+        await h.client.call("authenticate", {"methodId": "api-key", "_meta": {"api-key": "sk-2"}})
+        assert await h.client.prompt(await h.session(), "fake:cold") == "end_turn"
+        assert h.fake.request_headers[-1]["authorization"] == "Bearer sk-2"
 
 
 def base_config_remote() -> Any:
