@@ -19,9 +19,10 @@ Before a request that would outgrow the model's context window, the older turns 
 compacted (:mod:`acp_agent.llm.compact`). The model is a session config option of
 category ``model``, listing what the endpoint's ``GET /models`` offers (asked once,
 when the first session is set up); a context window the endpoint lists there wins
-over ``--context-window``. An endpoint that is not on this machine needs a key: the
-agent then advertises the ``api-key`` auth method (the key in ``_meta["api-key"]``,
-or the configured one), refuses sessions without a key, and ``logout`` forgets it.
+over ``--context-window``. An endpoint that needs a key (one was configured, or it is
+a known hosted one) makes the agent advertise the ``api-key`` auth method (the key in
+``_meta["api-key"]``, or the configured one); it refuses sessions without a key, and
+``logout`` forgets it.
 
 Each turn owns one ``httpx.AsyncClient``: its connections close when the turn ends,
 whichever way it ends. MCP server connections outlive turns: they are tasks of the
@@ -49,7 +50,7 @@ from ..errors import AuthRequired, ConnectionClosed
 from ..session import Session
 from .backend import ChatBackend, ModelInfo, list_models
 from .compact import compact, needs_compaction
-from .config import LlmConfig, Secret
+from .config import KEYED_HOSTS, LlmConfig, Secret
 from .context import META_KEY, build_messages, system_prompt
 from .mcp_host import McpHost, McpSessionLink, describe, mcp_available
 from .stream import Delta, ModelResponse, TextDelta
@@ -69,7 +70,6 @@ LINK_KEY: Final = "llm.mcp"
 REPORTED_KEY: Final = "llm.mcp_reported"
 CLOSE_GRACE: Final = 2.0
 MODELS_TIMEOUT: Final = 5.0
-LOCAL_HOSTS: Final = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
 API_KEY_METHOD: AuthMethod = {
     "id": "api-key",
     "name": "API key",
@@ -79,9 +79,8 @@ API_KEY_METHOD: AuthMethod = {
 
 
 def needs_key(base_url: str) -> bool:
-    """Whether the endpoint is elsewhere than this machine (and so wants a key)."""
-    host = (urlsplit(base_url).hostname or "").lower()
-    return not (host in LOCAL_HOSTS or host.startswith("127."))
+    """Whether the endpoint is a hosted one known to refuse requests without a key."""
+    return (urlsplit(base_url).hostname or "").lower() in KEYED_HOSTS
 
 
 class LlmAgent(Agent):

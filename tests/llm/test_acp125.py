@@ -60,7 +60,7 @@ async def test_the_model_is_a_config_option_listing_the_endpoints_models(tmp_pat
         assert h.fake.requests[-1]["model"] == "fake-large"
 
 
-async def test_a_remote_endpoint_needs_a_key_that_logout_forgets(tmp_path: Path) -> None:
+async def test_a_hosted_endpoint_needs_a_key_that_logout_forgets(tmp_path: Path) -> None:
     agent = LlmAgent(base_config_remote())
     assert agent.needs_key and agent.requires_auth()
     assert [m["id"] for m in agent.auth_methods(None)] == ["api-key"]  # type: ignore[arg-type]
@@ -94,7 +94,7 @@ async def test_logout_forgets_the_key_and_authenticate_gives_one(tmp_path: Path)
 def base_config_remote() -> Any:
     from acp_agent.llm import LlmConfig
 
-    return LlmConfig(model="m", base_url="https://models.example.invalid/v1")
+    return LlmConfig(model="m", base_url="https://api.openai.com/v1")
 
 
 def test_the_summary_request_is_one_the_fake_endpoint_recognises() -> None:
