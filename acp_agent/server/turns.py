@@ -52,16 +52,23 @@ class PromptTurns(ServerBase):
     ) -> None:
         """Take the slot, refusing at once or waiting in FIFO order (``busy_policy``).
 
-        ``waiter`` is a place in the queue taken at arrival (by :meth:`_claim_slot`).
+        ``waiter`` is a place in the queue taken at arrival (by :meth:`_claim_slot`). A
+        waiter keeps its place until it holds the slot, so a prompt read while the
+        first in line is being woken queues behind it instead of taking the slot.
         """
-        if waiter is not None:
-            try:
-                await waiter.wait()
-            finally:
-                queue = self._waiting.get(session.session_id)
-                if queue is not None and waiter in queue:
-                    queue.remove(waiter)
-        while not session.slot.try_start(turn):
+        if waiter is None and self._waiting.get(session.session_id):
+            waiter = self._enqueue_waiter(session)
+        while True:
+            if waiter is not None:
+                try:
+                    await waiter.wait()
+                except BaseException:
+                    self._drop_waiter(session, waiter)  # passes its wake-up on
+                    raise
+                self._remove_waiter(session, waiter)
+                waiter = None
+            if session.slot.try_start(turn):
+                return
             if session.closed or session.session_id not in self.sessions:
                 raise ResourceNotFound(
                     f"Session {session.session_id!r} is closed",
@@ -72,25 +79,27 @@ class PromptTurns(ServerBase):
                     f"A prompt is already active for session {session.session_id}"
                 )
             waiter = self._enqueue_waiter(session)
-            try:
-                await waiter.wait()
-            finally:
-                queue = self._waiting.get(session.session_id)
-                if queue is not None and waiter in queue:
-                    queue.remove(waiter)
 
-    def _drop_waiter(self, session: Session, waiter: anyio.Event) -> None:
+    def _remove_waiter(self, session: Session, waiter: anyio.Event) -> None:
         queue = self._waiting.get(session.session_id)
         if queue is not None and waiter in queue:
-            was_first = queue[0] is waiter
             queue.remove(waiter)
-            if was_first and waiter.is_set():
-                self._wake_next(session)
+            if not queue:
+                del self._waiting[session.session_id]
+
+    def _drop_waiter(self, session: Session, waiter: anyio.Event) -> None:
+        """A waiter gives up; if it had been woken, the next in line is."""
+        queue = self._waiting.get(session.session_id)
+        was_first = queue is not None and queue[0] is waiter
+        self._remove_waiter(session, waiter)
+        if was_first and waiter.is_set():
+            self._wake_next(session)
 
     def _wake_next(self, session: Session) -> None:
+        # The first in line stays in the queue until it holds the slot.
         queue = self._waiting.get(session.session_id)
         if queue:
-            queue.popleft().set()
+            queue[0].set()
 
     def _prompt_arrived(self, params: Any, ctx: RequestContext) -> None:
         """Claim the slot at arrival, or, while other requests for the session wait in
@@ -114,7 +123,9 @@ class PromptTurns(ServerBase):
         if session is None:
             return
         turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
-        if session.slot.try_start(turn):
+        # Queued prompts keep their places: a slot freed by a cancel is theirs first.
+        queued = self._waiting and self._waiting.get(session.session_id)
+        if not queued and session.slot.try_start(turn):
             ctx.state["claim"] = (session, turn, session.last_turn, self._client(session))
             session.last_turn = turn
             ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)

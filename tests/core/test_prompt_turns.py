@@ -430,3 +430,34 @@ async def test_prompt_without_prompt_field_is_32602() -> None:
         assert resp["error"]["code"] == INVALID_PARAMS
         resp, _ = await client.call("session/prompt", {"sessionId": sid, "prompt": "text"})
         assert resp["error"]["code"] == INVALID_PARAMS
+
+
+async def test_a_prompt_read_after_a_cancel_queues_behind_the_waiting_ones() -> None:
+    """session/cancel frees the slot of the running turn; the prompts already queued
+    keep their places, and one read after the cancel runs after them."""
+    entered: list[str] = []
+    running = Gate()
+
+    async def script(turn: PromptTurn) -> str:
+        entered.append(turn.text)
+        if turn.text == "long":
+            await running(turn)
+        return "end_turn"
+
+    async with checked(ScriptAgent(script), busy_policy="queue") as (client, _server):
+        sid = await client.new_session()
+        long = await client.request("session/prompt", prompt_params(sid, "long"))
+        await running.entered.wait()
+        queued = await client.request("session/prompt", prompt_params(sid, "queued"))
+        await anyio.wait_all_tasks_blocked()  # it waits in the queue
+        await client.notify("session/cancel", {"sessionId": sid})
+        late = await client.request("session/prompt", prompt_params(sid, "late"))
+        answers = {}
+        while len(answers) < 3:
+            message = await client.recv()
+            if "method" not in message:
+                answers[message["id"]] = message
+        assert answers[long]["result"] == {"stopReason": "cancelled"}
+        assert answers[queued]["result"] == {"stopReason": "end_turn"}
+        assert answers[late]["result"] == {"stopReason": "end_turn"}
+        assert entered == ["long", "queued", "late"]

@@ -149,6 +149,13 @@ async def test_end_of_input_right_after_session_new_is_a_normal_end(tmp_path: Pa
     quiet(client)
 
 
+async def answered_cancelled_then_exit(client: ProcessClient, request_id: int) -> None:
+    response, _ = await client.expect(lambda m: is_response(m, request_id))
+    assert response.get("result") == {"stopReason": "cancelled"}, response
+    with anyio.fail_after(10):
+        await client.process.wait()
+
+
 @pytest.mark.parametrize("end", ["eof", "sigterm"])
 async def test_a_running_turn_answers_cancelled_however_input_ends(
     tmp_path: Path, end: str
@@ -163,10 +170,7 @@ async def test_a_running_turn_answers_cancelled_however_input_ends(
             await client.process.stdin.aclose()
         else:
             client.process.send_signal(signal.SIGTERM)
-        response, _ = await client.expect(lambda m: is_response(m, request_id))
-        assert response.get("result") == {"stopReason": "cancelled"}, response
-        with anyio.fail_after(10):
-            await client.process.wait()
+        await answered_cancelled_then_exit(client, request_id)
     assert client.process.returncode == 0
     quiet(client)
 
@@ -181,10 +185,7 @@ async def test_end_of_input_during_a_permission_question_is_cancelled_quietly(
         await client.expect(lambda m: m.get("method") == "session/request_permission")
         assert client.process.stdin is not None
         await client.process.stdin.aclose()
-        response, _ = await client.expect(lambda m: is_response(m, request_id))
-        assert response.get("result") == {"stopReason": "cancelled"}, response
-        with anyio.fail_after(10):
-            await client.process.wait()
+        await answered_cancelled_then_exit(client, request_id)
     assert client.process.returncode == 0
     quiet(client)
 
