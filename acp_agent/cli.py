@@ -335,16 +335,20 @@ def serve(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------- subcommands
 
 
-def run_chat(args: argparse.Namespace, rest: list[str]) -> int:
+# Options before `chat` or `demo` configure the server it starts: they are passed on to
+# it (--backend also runs the chat); with an agent command after `--` they are refused.
+
+
+def run_chat(args: argparse.Namespace, rest: list[str], options: list[str]) -> int:
     from .chat.app import main as chat_main
 
-    return chat_main(rest, backend=args.backend)
+    return chat_main(rest, backend=args.backend, agent_options=options)
 
 
-def run_demo(args: argparse.Namespace, rest: list[str]) -> int:
+def run_demo(args: argparse.Namespace, rest: list[str], options: list[str]) -> int:
     from .chat.demo import main as demo_main
 
-    return demo_main(rest, backend=args.backend)
+    return demo_main(rest, backend=args.backend, agent_options=options)
 
 
 def run_conformance(rest: list[str]) -> int:
@@ -379,11 +383,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     _check_env_choices(parser, args)
     check_configuration(args)
     if command == "conformance":
+        if global_argv:
+            fail("options before `conformance` are not used: give them to the agent command")
         return run_conformance(rest)
     if command == "chat":
-        return run_chat(args, rest)
+        return run_chat(args, rest, global_argv)
     if command == "demo":
-        return run_demo(args, rest)
+        return run_demo(args, rest, global_argv)
     if command == "serve":
         return run_serve(args, rest)
     return serve(args)

@@ -5,7 +5,8 @@
 goes to the :class:`Observer` in order, ``session/request_permission`` is asked of the
 observer (and answered ``cancelled`` for every question still open when the person
 cancels the turn, as ACP requires), ``fs/*`` and ``terminal/*`` are served for real by
-a :class:`~.workspace.Workspace` confined to the working directory.
+a :class:`~.workspace.Workspace` confined to the working directory; the observer is
+asked first whether a terminal's command may run.
 
 Both the interactive chat (:mod:`.app`) and the demo (:mod:`.demo`) are built on it.
 It knows nothing of the terminal or of rendering.
@@ -19,12 +20,12 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
 
 from acp_agent import __version__
-from acp_agent.errors import InvalidParams, MethodNotFound
+from acp_agent.errors import InvalidParams, MethodNotFound, RequestError
 from acp_agent.transport import Transport
 from acp_agent.transport.remote import open_remote
 
@@ -38,6 +39,7 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
     "session": {"notices": {}, "compaction": {}},
 }
 CANCELLED: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
+T = TypeVar("T")
 
 
 def default_agent_command() -> list[str]:
@@ -66,6 +68,9 @@ class Observer(Protocol):
     def notice(self, method: str, params: dict[str, Any]) -> None:
         """The client served ``method`` for the agent (a file read, a terminal started)."""
 
+    async def allow_terminal(self, params: dict[str, Any]) -> bool:
+        """Whether the command of a ``terminal/create`` may run."""
+
 
 class AcpClient:
     """One agent connection, as the client side sees it."""
@@ -90,10 +95,15 @@ class AcpClient:
         if not isinstance(params, dict):
             raise InvalidParams("params must be an object")
         if method == "session/request_permission":
-            return await self._permission(params)
+            if self.observer is None:
+                return CANCELLED
+            outcome = await self._ask(params, self.observer.ask_permission(params))
+            return CANCELLED if outcome is None else {"outcome": outcome}
         handler = self._workspace_routes().get(method)
         if handler is None:
             raise MethodNotFound(f"Method not found: {method[:100]}")
+        if method == "terminal/create" and not await self._allow_terminal(params):
+            raise RequestError("the user did not allow this command to run")
         result = await handler(params)
         if self.observer is not None:
             self.observer.notice(method, params)
@@ -111,19 +121,23 @@ class AcpClient:
             "terminal/release": ws.release_terminal,
         }
 
-    async def _permission(self, params: dict[str, Any]) -> Any:
+    async def _allow_terminal(self, params: dict[str, Any]) -> bool:
         if self.observer is None:
-            return CANCELLED
+            return True
+        return bool(await self._ask(params, self.observer.allow_terminal(params)))
+
+    async def _ask(self, params: dict[str, Any], question: Awaitable[T]) -> T | None:
+        """The person's answer; None when they cancel the turn while it is asked."""
         session_id = str(params.get("sessionId"))
         scope = anyio.CancelScope()
         asking = self._asking.setdefault(session_id, set())
         asking.add(scope)
         try:
             with scope:
-                return {"outcome": await self.observer.ask_permission(params)}
+                return await question
         finally:
             asking.discard(scope)
-        return CANCELLED  # the person cancelled the turn while we were asking
+        return None
 
     # -- what we ask of the agent -------------------------------------------------------
 
@@ -175,6 +189,9 @@ class RemoteAgent:
 
     async def collect_stderr(self) -> None:
         return
+
+    async def exit_code(self) -> int | None:
+        return None  # a remote agent has no exit code: its connection ended
 
     async def stop(self) -> None:
         await self.transport.aclose()

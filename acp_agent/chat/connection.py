@@ -19,7 +19,10 @@ It knows nothing of ACP methods: the client's behaviour is passed in as a
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 import subprocess
 from collections import deque
 from collections.abc import Sequence
@@ -175,7 +178,7 @@ class ClientConnection:
         try:
             await self._transport.send(frame)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            raise ConnectionClosed(f"the agent is gone: {exc}") from exc
+            raise ConnectionClosed("the agent closed its input (it has exited)") from exc
 
     async def call(self, method: str, params: Any = None) -> Any:
         """Send a request and wait for its result; an error answer raises ``RequestError``."""
@@ -260,13 +263,21 @@ class AgentProcess:
         if self._partial:
             self.stderr_lines.append(self._partial.decode("utf-8", "replace"))
 
+    async def exit_code(self, wait: float = 1.0) -> int | None:
+        """The agent's exit code, waiting up to ``wait`` seconds; None if it still runs."""
+        with anyio.move_on_after(wait):
+            await self.process.wait()
+        return self.process.returncode
+
     async def stop(self, grace: float = 3.0) -> int | None:
-        """Close the agent's stdin, wait ``grace`` seconds for it to exit, then kill it."""
+        """Close the agent's stdin, wait ``grace`` seconds for it to exit, then kill its
+        process group (what it started in its group goes too)."""
         with anyio.CancelScope(shield=True):
-            await self.transport.aclose()
+            with contextlib.suppress(anyio.BrokenResourceError, OSError):
+                await self.transport.aclose()
             with anyio.move_on_after(grace):
                 await self.process.wait()
-            if self.process.returncode is None:
-                self.process.kill()
-                await self.process.wait()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            await self.process.wait()
         return self.process.returncode

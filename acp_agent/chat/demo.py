@@ -28,7 +28,7 @@ from rich.rule import Rule
 from rich.text import Text
 
 from acp_agent._loop import Backend, run
-from acp_agent.errors import AcpError, RequestError
+from acp_agent.errors import AcpError, ConnectionClosed, RequestError
 
 from .app import split_command
 from .client import AcpClient, open_client
@@ -67,6 +67,9 @@ class Recorder:
         self.served.append(method)
         self.renderer.notice(method, params)
 
+    async def allow_terminal(self, params: dict[str, Any]) -> bool:
+        return True  # the demo's own /run step asks for its scripted command
+
     async def ask_permission(self, params: dict[str, Any]) -> dict[str, Any]:
         self.permissions.append(params)
         options = {o.get("optionId") for o in params.get("options", [])}
@@ -95,6 +98,7 @@ class Demo:
     session_id: str = ""
     passed: int = 0
     failed: list[str] = field(default_factory=list)
+    gone: bool = False  # the agent exited: no step can run
 
     async def prompt(self, text: str) -> str:
         self.recorder.renderer.line(Text(f"> {text}", style="bold"))
@@ -112,6 +116,13 @@ class Demo:
             self.failed.append(title)
             self.recorder.renderer.error(f"✗ {title}: no answer within {self.step_timeout:g} s")
             return
+        except ConnectionClosed:
+            self.failed.append(title)
+            self.gone = True
+            code = await self.client.agent.exit_code()
+            how = "closed its output" if code is None else f"exited with code {code}"
+            self.recorder.renderer.error(f"✗ {title}: the agent {how}; is it an ACP agent?")
+            return
         except (StepFailed, RequestError) as exc:
             self.failed.append(title)
             self.recorder.renderer.line(Text(f"✗ {title}: {exc}", style="bold red"))
@@ -122,7 +133,12 @@ class Demo:
     # -- the steps ------------------------------------------------------------------
 
     async def start(self) -> str:
-        info = await self.client.initialize()
+        try:
+            info = await self.client.initialize()
+        except RequestError as exc:
+            raise StepFailed(
+                f"the command did not answer as an ACP agent (initialize: {exc.code} {exc.message})"
+            ) from None
         caps = info.get("agentCapabilities", {})
         check(info.get("protocolVersion") == 1, f"protocol version {info.get('protocolVersion')}")
         session = await self.client.new_session(str(self.root))
@@ -296,7 +312,7 @@ async def run_demo(
         demo = Demo(client, recorder, console, root, step_timeout)
         for title, body in STEPS:
             await demo.step(title, functools.partial(body, demo))
-            if title.startswith("initialize") and demo.failed:
+            if demo.gone or (title.startswith("initialize") and demo.failed):
                 break
     total = len(STEPS)
     console.print(Rule(style="blue"))
@@ -310,10 +326,13 @@ async def run_demo(
     return 0 if demo.passed == total else 1
 
 
-def main(argv: Sequence[str], *, backend: Backend = "auto") -> int:
+def main(
+    argv: Sequence[str], *, backend: Backend = "auto", agent_options: Sequence[str] = ()
+) -> int:
     own, command = split_command(argv)
     parser = argparse.ArgumentParser(
         prog="acp-agent-kit demo",
+        usage="acp-agent-kit [OPTIONS] demo [-h] [--step-timeout SECONDS] [-- AGENT_COMMAND...]",
         description="Run the server as a subprocess through one scripted session and check "
         "every step against the reference-agent contract. An agent command after `--` "
         "replaces the default `python -m acp_agent --store memory`.",
@@ -326,8 +345,15 @@ def main(argv: Sequence[str], *, backend: Backend = "auto") -> int:
         help="fail a step that takes longer (default 10)",
     )
     args = parser.parse_args(own)
-    command = command or [sys.executable, "-m", "acp_agent", "--store", "memory"]
-    console = Console(highlight=False)
+    if command and agent_options:
+        print(
+            f"acp-agent-kit demo: {' '.join(agent_options)}: options before `demo` configure "
+            "the server it starts; give them to the agent command after `--`",
+            file=sys.stderr,
+        )
+        return 2
+    command = command or [sys.executable, "-m", "acp_agent", "--store", "memory", *agent_options]
+    console = Console(highlight=False, soft_wrap=True)
     try:
         with tempfile.TemporaryDirectory(prefix="acp-agent-demo-") as tmp:
             root = Path(os.path.realpath(tmp))

@@ -25,9 +25,10 @@ import anyio.lowlevel
 
 
 class _Read:
-    __slots__ = ("done", "line", "token")
+    __slots__ = ("done", "line", "prompt", "token")
 
-    def __init__(self) -> None:
+    def __init__(self, prompt: str) -> None:
+        self.prompt = prompt
         self.token = anyio.lowlevel.current_token()
         self.done = anyio.Event()
         self.line: str | None = None
@@ -62,7 +63,8 @@ class LineReader:
             readline.parse_and_bind("tab: complete")
 
     def _complete(self, text: str, state: int) -> str | None:
-        matches = [w for w in self._words() if w.startswith(text)]
+        # the space after a command: the person types its argument next
+        matches = [w + " " for w in self._words() if w.startswith(text)]
         return matches[state] if state < len(matches) else None
 
     def restore_terminal(self) -> None:
@@ -77,10 +79,15 @@ class LineReader:
     async def readline(self, prompt: str = "") -> str | None:
         """The next line without its newline, or None at end of input."""
         if self._pending is None:
-            read = self._pending = _Read()
+            read = self._pending = _Read(prompt)
             threading.Thread(
                 target=self._read, args=(read, prompt), name="chat-input", daemon=True
             ).start()
+        elif self.interactive and self._pending.prompt != prompt:
+            # an abandoned read (a question cancelled) is still waiting under its prompt
+            self._pending.prompt = prompt
+            sys.stdout.write(prompt)
+            sys.stdout.flush()
         read = self._pending
         await read.done.wait()
         self._pending = None

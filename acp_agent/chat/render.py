@@ -2,11 +2,15 @@
 
 :class:`Renderer` turns ``session/update`` notifications into terminal output as they
 arrive: message chunks are streamed as plain text, thoughts dimmed, plans as check
-lists, tool calls with their status, diffs coloured line by line, the output of a
-terminal embedded in a tool call once that call finishes, live notices by severity,
-and context compactions (their start, their summary as it streams, their end). It
-also keeps what the rest of the chat needs from the stream: the advertised slash
-commands (for completion), the current mode and each tool call's title.
+lists (redrawn in place on a terminal when nothing came between two plans), tool calls
+with their status, diffs coloured line by line (a write over a file that exists is shown
+as a replacement of what is on disk), the output of a terminal embedded in a tool call
+once that call finishes, live notices by severity, and context compactions (their start,
+their summary as it streams, their end). On a terminal it can show a transient status
+line (a turn that runs), erased by the next output, and it ends the line of an open
+input prompt before printing. It also keeps what the rest of the chat needs from the
+stream: the advertised slash commands (for completion), the current mode and each tool
+call's title.
 
 It knows nothing of the connection or of reading input.
 """
@@ -42,9 +46,14 @@ class Renderer:
         self,
         console: Console,
         terminal_lookup: Callable[[str], TerminalState | None] = lambda _: None,
+        file_text: Callable[[str], str | None] = lambda _: None,
     ) -> None:
         self.console = console
         self.terminal_lookup = terminal_lookup
+        self.file_text = file_text  # what a path holds now, for a diff without oldText
+        self.prompt_open = False  # an input prompt is on the screen, its line not ended
+        self._status = False  # a status line is on the screen
+        self._plan_lines = 0  # the last output was a plan of this many lines
         self.commands: dict[str, dict[str, Any]] = {}
         self.mode: str | None = None
         self.tool_titles: dict[str, str] = {}
@@ -53,8 +62,19 @@ class Renderer:
 
     # -- plumbing ------------------------------------------------------------------
 
+    def _clear(self) -> None:
+        """Make room for output: erase the status line, end an open prompt's line."""
+        self._plan_lines = 0
+        if self._status:
+            self._status = False
+            self.console.file.write("\r\x1b[K")
+        if self.prompt_open:
+            self.prompt_open = False
+            self.console.out("")
+
     def end_line(self) -> None:
         """Close a streamed line before printing anything else."""
+        self._clear()
         if self._streaming is not None:
             self.console.out("")
             self._streaming = None
@@ -62,6 +82,21 @@ class Renderer:
     def line(self, text: RenderableType, style: str | None = None) -> None:
         self.end_line()
         self.console.print(text, style=style, highlight=False)
+
+    def status(self, text: str) -> None:
+        """A transient line (terminals only), kept until the next output; not shown
+        while a streamed line or a prompt is open."""
+        if not self.console.is_terminal or self._streaming is not None or self.prompt_open:
+            return
+        self.console.file.write("\r\x1b[K" + text)
+        self.console.file.flush()
+        self._status = True
+
+    def clear_status(self) -> None:
+        if self._status:
+            self._status = False
+            self.console.file.write("\r\x1b[K")
+            self.console.file.flush()
 
     def info(self, text: str) -> None:
         self.line(Text(text, style="dim"))
@@ -90,6 +125,7 @@ class Renderer:
             handler(update)
 
     def _stream(self, kind: str, text: str, style: str | None, prefix: str = "") -> None:
+        self._clear()
         if self._streaming != kind:
             self.end_line()
             if prefix:
@@ -123,7 +159,12 @@ class Renderer:
         for entry in entries:
             status = str(entry.get("status", "pending"))
             text.append(f"\n  {PLAN_MARK.get(status, '[?]')} {entry.get('content', '')}")
+        redraw = self._plan_lines if self.console.is_terminal else 0
+        self.end_line()
+        if redraw:  # the previous plan is the last thing on the screen: draw over it
+            self.console.file.write(f"\x1b[{redraw}F\x1b[J")
         self.line(text)
+        self._plan_lines = len(self.console.render_lines(text, pad=False))
 
     def _on_available_commands_update(self, update: dict[str, Any]) -> None:
         commands = update.get("availableCommands") or []
@@ -202,7 +243,9 @@ class Renderer:
                 continue
             kind = item.get("type")
             if kind == "diff":
-                self.line(diff_text(item))
+                has_old = item.get("oldText") is not None
+                existing = None if has_old else self.file_text(str(item.get("path")))
+                self.line(diff_text(item, existing))
             elif kind == "terminal":
                 terminal_id = str(item.get("terminalId"))
                 self._tool_terminals.setdefault(call_id, []).append(terminal_id)
@@ -221,13 +264,17 @@ class Renderer:
         )
 
 
-def diff_text(item: dict[str, Any]) -> Text:
-    """A coloured unified diff of one ``diff`` content item."""
+def diff_text(item: dict[str, Any], existing: str | None = None) -> Text:
+    """A coloured unified diff of one ``diff`` content item; ``existing`` is what the file
+    holds now when the item has no ``oldText`` (the write replaces it)."""
     path = str(item.get("path", "?"))
     old = item.get("oldText")
     new = str(item.get("newText", ""))
+    kind = "edit"
+    if old is None:
+        old, kind = (existing, "replace") if existing is not None else (None, "new file")
     old_lines = old.splitlines() if isinstance(old, str) else []
-    header = f"  {'new file' if old is None else 'edit'}: {path}"
+    header = f"  {kind}: {path}"
     text = Text(header, style="bold")
     lines = difflib.unified_diff(old_lines, new.splitlines(), lineterm="", n=2)
     for line in list(lines)[2:]:  # skip the ---/+++ header

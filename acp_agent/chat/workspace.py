@@ -98,6 +98,18 @@ class Workspace:
 
     # -- fs ------------------------------------------------------------------------
 
+    def existing_text(self, path: str, limit: int = 1024 * 1024) -> str | None:
+        """What the file at ``path`` holds now, for display; None when it is not a readable
+        text file inside the root (or is larger than ``limit`` bytes)."""
+        try:
+            real = self.confine(path)
+            if not os.path.isfile(real) or os.path.getsize(real) > limit:
+                return None
+            with open(real, encoding="utf-8") as file:
+                return file.read()
+        except (RequestError, OSError, UnicodeDecodeError):
+            return None
+
     async def read_text_file(self, params: Mapping[str, Any]) -> dict[str, Any]:
         path = self.confine(_str(params, "path"))
         try:
