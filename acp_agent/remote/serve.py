@@ -126,6 +126,7 @@ async def serve_http(
     limits: Limits | None = None,
     busy_policy: BusyPolicy = "reject",
     turn_timeout: float | None = None,
+    lease_timeout: float | None = None,
     allow_outside_roots: bool = False,
     ready: Callable[[str], None] | None = None,
     stop: anyio.Event | None = None,
@@ -133,7 +134,8 @@ async def serve_http(
     """Serve ``agent`` at ``http://LISTEN/acp`` (and ``ws://``) until SIGTERM or SIGINT,
     or until ``stop`` is set; ``ready`` is called with the URL once clients may connect.
 
-    ``store`` is a store, a SQLite path, ``"memory"`` or None (the default SQLite file).
+    ``store`` is a store, a SQLite path, ``"memory"``, a PostgreSQL URL (whose session
+    leases last ``lease_timeout`` seconds) or None (the default SQLite file).
     """
     who = principals if principals is not None else Principals()
     bounds = limits if limits is not None else Limits()
@@ -143,7 +145,11 @@ async def serve_http(
 
     opened = store if store is not None and not isinstance(store, str) else None
     name = store if isinstance(store, str) else None
-    shared: SessionStore = opened if opened is not None else LazyStore(lambda: open_store(name))
+    shared: SessionStore = (
+        opened
+        if opened is not None
+        else LazyStore(lambda: open_store(name, lease_timeout=lease_timeout))
+    )
 
     def make_server(principal: str) -> AcpServer:
         return AcpServer(
