@@ -97,9 +97,20 @@ async def _run_hypercorn(
 
     from hypercorn.asyncio import serve as asyncio_serve
 
+    # A client still connected when the graceful stop runs out has its task cancelled;
+    # asyncio (before 3.12) then logs that cancellation as an error of its own.
+    logging.getLogger("asyncio").addFilter(_quiet_cancelled)
+
     # Hypercorn stops through an asyncio.TaskGroup, which cancels its parent task: a
     # task of its own keeps that cancellation away from this task's anyio scopes.
     await asyncio.ensure_future(asyncio_serve(app, config, shutdown_trigger=trigger))  # type: ignore[arg-type]
+
+
+def _quiet_cancelled(record: logging.LogRecord) -> bool:
+    import asyncio
+
+    exc = record.exc_info[1] if record.exc_info else None
+    return not isinstance(exc, asyncio.CancelledError)
 
 
 @contextlib.contextmanager

@@ -26,6 +26,8 @@ import anyio.abc
 import httpx
 import orjson
 
+from ..errors import ConnectionClosed
+
 __all__ = ["open_remote", "read_token"]
 
 CONNECTION_HEADER = "Acp-Connection-Id"
@@ -51,7 +53,11 @@ async def open_remote(
                 max_message_size_bytes=max_message,
                 keepalive_ping_interval_seconds=None,
             )
-            async with connecting as session:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    session = await stack.enter_async_context(connecting)
+                except Exception as exc:
+                    raise ConnectionClosed(f"cannot connect to {url}: {_why(exc)}") from None
                 yield _WebSocketTransport(session)
         elif scheme in ("http", "https"):
             async with anyio.create_task_group() as tg:
@@ -84,9 +90,8 @@ class _WebSocketTransport:
 
         try:
             text: str = await self._ws.receive_text()
-        except WebSocketDisconnect:
-            raise anyio.EndOfStream from None
-        except anyio.ClosedResourceError:
+        except (WebSocketDisconnect, anyio.ClosedResourceError):
+            await self.aclose()  # answer the server's close at once
             raise anyio.EndOfStream from None
         return text.encode() + b"\n"
 
@@ -220,3 +225,13 @@ def read_token(path: str, principal: str | None = None) -> str:
             return row[-1]
     wanted = f" for principal {principal!r}" if principal else ""
     raise ValueError(f"{path} holds no token{wanted}")
+
+
+def _why(exc: BaseException) -> str:
+    """What went wrong opening a WebSocket (httpx-ws may wrap it in a group)."""
+    while getattr(exc, "exceptions", None):  # an exception group
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    response = getattr(exc, "response", None)
+    if isinstance(response, httpx.Response):
+        return f"the server answered HTTP {response.status_code}"
+    return str(exc) or type(exc).__name__

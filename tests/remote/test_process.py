@@ -1,0 +1,107 @@
+"""``acp-agent-kit serve`` as a real process: it starts, refuses what it must, and stops
+gracefully on SIGTERM (open turns answer ``cancelled``, streams close, exit 0)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import pytest
+
+from tests.helpers.wire_client import ROOT, child_env
+
+from ._support import TOKENS, connect, workdir
+
+pytestmark = pytest.mark.anyio
+
+SERVE = [sys.executable, "-m", "acp_agent", "--store", "memory", "serve"]
+
+
+@asynccontextmanager
+async def serving(*args: str) -> AsyncIterator[tuple[anyio.abc.Process, str, bytearray]]:
+    """Start ``acp-agent-kit serve ARGS`` on a free loopback port; yield the process,
+    its URL and its stderr so far (growing)."""
+    process = await anyio.open_process(
+        [*SERVE, "--listen", "127.0.0.1:0", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+        cwd=str(ROOT),
+    )
+    stderr = bytearray()
+    started = anyio.Event()
+
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        async for chunk in process.stderr:
+            stderr.extend(chunk)
+            if b"serving http://" in stderr:
+                started.set()
+
+    async with process, anyio.create_task_group() as tg:
+        tg.start_soon(read_stderr)
+        try:
+            with anyio.fail_after(20):
+                await started.wait()
+            url = stderr.split(b"serving ", 1)[1].split()[0].decode()
+            yield process, url, stderr
+        finally:
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+            tg.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("kind", ["websocket", "http"])
+async def test_sigterm_answers_open_turns_cancelled_and_exits_0(kind: str, tmp_path: Path) -> None:
+    async with serving() as (process, url, stderr), connect(url, kind) as client:
+        await client.initialize()
+        session_id, _, _ = await client.new_session(workdir(tmp_path))
+        running = await client.start_prompt(session_id, "/sleep 60000")
+        await client.call("session/list", {})  # the prompt has been read
+        process.send_signal(signal.SIGTERM)
+        turn = await client.finish_prompt(running)
+        assert turn.stop_reason == "cancelled"
+        assert await client.closed()
+        with anyio.fail_after(20):
+            assert await process.wait() == 0
+    assert b"Traceback" not in stderr and b"ERROR" not in stderr, stderr.decode()
+
+
+async def test_a_token_file_is_required_beyond_loopback(tmp_path: Path) -> None:
+    refused = await anyio.run_process(
+        [*SERVE, "--listen", "0.0.0.0:0"], check=False, env=child_env(), cwd=str(ROOT)
+    )
+    assert refused.returncode == 2
+    assert b"without --token-file" in refused.stderr
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice short\n")
+    refused = await anyio.run_process(
+        [*SERVE, "--token-file", str(tokens)], check=False, env=child_env(), cwd=str(ROOT)
+    )
+    assert refused.returncode == 2
+    assert b"line 1: the token is shorter than 16 characters" in refused.stderr
+
+
+async def test_the_token_file_names_the_principals(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("".join(f"{name} {token}\n" for name, token in TOKENS.items()))
+    async with (
+        serving("--token-file", str(tokens)) as (_, url, _stderr),
+        connect(url, "websocket", token=TOKENS["bob"]) as bob,
+    ):
+        await bob.initialize()
+        session_id, _, _ = await bob.new_session(workdir(tmp_path))
+        listed, _ = await bob.call("session/list", {})
+        assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
+        async with connect(url, "http", token=TOKENS["alice"]) as alice:
+            await alice.initialize()
+            listed, _ = await alice.call("session/list", {})
+            assert listed["sessions"] == []
