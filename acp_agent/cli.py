@@ -373,6 +373,7 @@ def run_serve(args: argparse.Namespace, rest: list[str]) -> int:
         busy_policy=args.busy_policy,
         turn_timeout=args.turn_timeout,
         lease_timeout=args.lease_timeout,
+        unstable=args.unstable,
     )
 
 

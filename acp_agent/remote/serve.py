@@ -141,6 +141,7 @@ async def serve_http(
     allow_outside_roots: bool = False,
     ready: Callable[[str], None] | None = None,
     stop: anyio.Event | None = None,
+    unstable: bool = False,
 ) -> None:
     """Serve ``agent`` at ``http://LISTEN/acp`` (and ``ws://``) until SIGTERM or SIGINT,
     or until ``stop`` is set; ``ready`` is called with the URL once clients may connect.
@@ -171,6 +172,7 @@ async def serve_http(
             allow_outside_roots=allow_outside_roots,
             max_line=bounds.max_message,
             owner=principal,
+            unstable=unstable,
         )
 
     registry = Registry(bounds, make_server)
