@@ -3,9 +3,10 @@
 An ACP *session* is what ``session/new`` creates (a ``sessionId``); it is not the
 per-connection :class:`acp_agent.connection.AgentSession`. This module owns:
 
-* :class:`PromptSlot` — the one-active-prompt rule as a transition table
-  (``idle -> active -> idle``; ``closed`` is terminal), guarded by a compare-and-set
-  on a plain attribute owned by the session (no ``contextvars``);
+* :class:`PromptSlot` — the one-active-prompt rule and the FIFO line of prompts
+  waiting for it, as one transition table (``idle -> active -> idle``; ``closed`` is
+  terminal), guarded by a compare-and-set on a plain attribute owned by the session
+  (no ``contextvars``);
 * :class:`Turn` — one running prompt turn: its cancel scope and its one
   authoritative end;
 * :class:`History` / :class:`TurnLog` — the conversation as a stream that can only
@@ -23,6 +24,7 @@ from __future__ import annotations
 import enum
 import os
 import zlib
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -52,6 +54,8 @@ class SlotState(enum.Enum):
 
 class SlotEvent(enum.Enum):
     START = "start"  # a session/prompt wants the slot
+    QUEUE = "queue"  # a session/prompt waits in line for it (busy policy queue)
+    LEAVE = "leave"  # a waiting prompt leaves the line (it got the slot, or gave up)
     END = "end"  # the active turn finished (by any path)
     CANCEL = "cancel"  # session/cancel or $/cancel_request for the prompt
     CLOSE = "close"  # session/close, session/delete, shutdown
@@ -65,15 +69,22 @@ SLOT_TABLE: Final[Mapping[tuple[SlotState, SlotEvent], SlotState]] = {
     (SlotState.IDLE, SlotEvent.START): SlotState.ACTIVE,
     (SlotState.IDLE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel with nothing running: no-op
     (SlotState.IDLE, SlotEvent.CLOSE): SlotState.CLOSED,
+    # idle with a line: its first was woken and is about to start; others line up behind
+    (SlotState.IDLE, SlotEvent.QUEUE): SlotState.IDLE,
+    (SlotState.IDLE, SlotEvent.LEAVE): SlotState.IDLE,
+    (SlotState.ACTIVE, SlotEvent.QUEUE): SlotState.ACTIVE,
+    (SlotState.ACTIVE, SlotEvent.LEAVE): SlotState.ACTIVE,
     (SlotState.ACTIVE, SlotEvent.END): SlotState.IDLE,
     (SlotState.ACTIVE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel clears the slot at once
     (SlotState.ACTIVE, SlotEvent.CLOSE): SlotState.CLOSED,
     (SlotState.CLOSED, SlotEvent.CANCEL): SlotState.CLOSED,
     (SlotState.CLOSED, SlotEvent.CLOSE): SlotState.CLOSED,
     (SlotState.CLOSED, SlotEvent.END): SlotState.CLOSED,  # a turn unwinding after close
+    (SlotState.CLOSED, SlotEvent.LEAVE): SlotState.CLOSED,  # the line is sent away on close
     # (IDLE, END): a turn that already lost the slot must use end_if_current.
     # (ACTIVE, START): refused by try_start before the table is consulted.
     # (CLOSED, START): refused by try_start.
+    # (CLOSED, QUEUE): refused by enqueue.
 }
 
 
@@ -86,18 +97,57 @@ def next_state(state: SlotState, event: SlotEvent) -> SlotState:
 
 
 class PromptSlot:
-    """Holds the session's active :class:`Turn`, or nothing.
+    """Holds the session's active :class:`Turn`, or nothing, and the line of prompts
+    waiting for it (busy policy queue), first come first served.
 
     Every change is a compare-and-set: ``try_start`` only succeeds on an empty slot,
     ``end_if_current`` only clears the slot if it still holds *that* turn. All of it
-    runs on the event loop thread without awaiting, so each operation is atomic.
+    runs on the event loop thread without awaiting, so each operation is atomic. A
+    waiter stays first in line from its wake-up until it holds the slot, so a prompt
+    read in between lines up behind it (the caller checks :attr:`waiting`).
     """
 
-    __slots__ = ("_state", "_turn")
+    __slots__ = ("_line", "_state", "_turn")
 
     def __init__(self) -> None:
         self._state = SlotState.IDLE
         self._turn: Turn | None = None
+        self._line: deque[anyio.Event] | None = None  # made by the first waiter
+
+    @property
+    def waiting(self) -> bool:
+        """Whether prompts wait in line (a new one must line up behind them)."""
+        return bool(self._line)
+
+    def enqueue(self) -> anyio.Event | None:
+        """A place at the end of the line, set when it is first and may start; None
+        when the slot is closed."""
+        if self._state is SlotState.CLOSED:
+            return None
+        self._state = next_state(self._state, SlotEvent.QUEUE)
+        waiter = anyio.Event()
+        if self._line is None:
+            self._line = deque()
+        self._line.append(waiter)
+        return waiter
+
+    def leave(self, waiter: anyio.Event, *, pass_on: bool) -> None:
+        """Leave the line: having the slot now (``pass_on`` False), or giving up, in
+        which case a wake-up it had goes to the next in line."""
+        line = self._line
+        if not line or waiter not in line:
+            return
+        self._state = next_state(self._state, SlotEvent.LEAVE)
+        was_first = line[0] is waiter
+        line.remove(waiter)
+        if pass_on and was_first and waiter.is_set():
+            self.wake_next()
+
+    def wake_next(self) -> None:
+        """Tell the first in line that the slot may be free (it stays first until it
+        holds the slot)."""
+        if self._line:
+            self._line[0].set()
 
     @property
     def state(self) -> SlotState:
@@ -131,10 +181,14 @@ class PromptSlot:
         return turn
 
     def close(self) -> Turn | None:
-        """Close the slot for good; return the turn that was active, if any."""
+        """Close the slot for good, sending the line away (each waiter wakes to find
+        it closed); return the turn that was active, if any."""
         turn = self._turn
         self._state = next_state(self._state, SlotEvent.CLOSE)
         self._turn = None
+        line, self._line = self._line, None
+        for waiter in line or ():
+            waiter.set()
         return turn
 
 

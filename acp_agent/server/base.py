@@ -10,7 +10,6 @@ methods themselves live in the sibling modules, one concern each.
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -125,7 +124,6 @@ class ServerBase:
         self.initialized = False
         self.sessions: dict[str, Session] = {}
         self.clients: dict[str, SessionClient] = {}
-        self._waiting: dict[str, deque[anyio.Event]] = {}
         self._order = ArrivalOrder()
         self._persister = Persister(self.store)
         self._conn: AgentSession | None = None

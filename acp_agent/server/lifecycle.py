@@ -9,7 +9,6 @@ It does not run prompt turns (:mod:`.turns`) or change modes and config
 from __future__ import annotations
 
 import os
-from collections import deque
 from typing import Any
 
 import anyio
@@ -211,8 +210,6 @@ class SessionLifecycle(ServerBase):
         turn = session.slot.close()
         if turn is not None:
             turn.cancel(reason)
-        for waiter in self._waiting.pop(session.session_id, deque()):
-            waiter.set()
         last = session.last_turn
         if last is not None and not last.finished:
             with anyio.move_on_after(CLOSE_GRACE):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections import deque
 from typing import Any
 
 import anyio
@@ -42,11 +41,6 @@ from .ordering import Place
 class PromptTurns(ServerBase):
     """Run one prompt turn at a time per session."""
 
-    def _enqueue_waiter(self, session: Session) -> anyio.Event:
-        waiter = anyio.Event()
-        self._waiting.setdefault(session.session_id, deque()).append(waiter)
-        return waiter
-
     async def _acquire_slot(
         self, session: Session, turn: Turn, waiter: anyio.Event | None = None
     ) -> None:
@@ -56,16 +50,17 @@ class PromptTurns(ServerBase):
         waiter keeps its place until it holds the slot, so a prompt read while the
         first in line is being woken queues behind it instead of taking the slot.
         """
-        if waiter is None and self._waiting.get(session.session_id):
-            waiter = self._enqueue_waiter(session)
+        slot = session.slot
+        if waiter is None and slot.waiting:
+            waiter = slot.enqueue()
         while True:
             if waiter is not None:
                 try:
                     await waiter.wait()
                 except BaseException:
-                    self._drop_waiter(session, waiter)  # passes its wake-up on
+                    slot.leave(waiter, pass_on=True)
                     raise
-                self._remove_waiter(session, waiter)
+                slot.leave(waiter, pass_on=False)
                 waiter = None
             if session.slot.try_start(turn):
                 return
@@ -78,28 +73,7 @@ class PromptTurns(ServerBase):
                 raise PromptAlreadyActive(
                     f"A prompt is already active for session {session.session_id}"
                 )
-            waiter = self._enqueue_waiter(session)
-
-    def _remove_waiter(self, session: Session, waiter: anyio.Event) -> None:
-        queue = self._waiting.get(session.session_id)
-        if queue is not None and waiter in queue:
-            queue.remove(waiter)
-            if not queue:
-                del self._waiting[session.session_id]
-
-    def _drop_waiter(self, session: Session, waiter: anyio.Event) -> None:
-        """A waiter gives up; if it had been woken, the next in line is."""
-        queue = self._waiting.get(session.session_id)
-        was_first = queue is not None and queue[0] is waiter
-        self._remove_waiter(session, waiter)
-        if was_first and waiter.is_set():
-            self._wake_next(session)
-
-    def _wake_next(self, session: Session) -> None:
-        # The first in line stays in the queue until it holds the slot.
-        queue = self._waiting.get(session.session_id)
-        if queue:
-            queue[0].set()
+            waiter = slot.enqueue()
 
     def _prompt_arrived(self, params: Any, ctx: RequestContext) -> None:
         """Claim the slot at arrival, or, while other requests for the session wait in
@@ -124,14 +98,13 @@ class PromptTurns(ServerBase):
             return
         turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
         # Queued prompts keep their places: a slot freed by a cancel is theirs first.
-        queued = self._waiting and self._waiting.get(session.session_id)
-        if not queued and session.slot.try_start(turn):
+        if not session.slot.waiting and session.slot.try_start(turn):
             ctx.state["claim"] = (session, turn, session.last_turn, self._client(session))
             session.last_turn = turn
             ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
         elif self.busy_policy == "queue" and not session.closed:
             # Queue in arrival order, not in the order handler tasks happen to start.
-            ctx.state["waiter"] = (session, self._enqueue_waiter(session))
+            ctx.state["waiter"] = (session, session.slot.enqueue())
             ctx.state["arrival"] = time.time_ns()  # orders it if it is held (shared stores)
 
     async def _parse_prompt(self, params: Any) -> ParsedPrompt:
@@ -185,7 +158,9 @@ class PromptTurns(ServerBase):
             parsed = await self._parse_prompt(params)
         except BaseException:
             if queued is not None:
-                self._drop_waiter(*queued)
+                session_queued, waiter_queued = queued
+                if waiter_queued is not None:
+                    session_queued.slot.leave(waiter_queued, pass_on=True)
             raise
         turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
         waiter = queued[1] if queued is not None and queued[0] is session else None
@@ -228,7 +203,7 @@ class PromptTurns(ServerBase):
                     await self._persister.drop_prompt(session.session_id, turn_id)
                     raise
                 if not session.slot.try_start(turn):
-                    await self._acquire_slot(session, turn, self._enqueue_waiter(session))
+                    await self._acquire_slot(session, turn, session.slot.enqueue())
                 previous, session.last_turn = session.last_turn, turn
                 await self._run_turn(session, self._client(session), turn, previous, parsed)
             except SessionLeased:
@@ -242,8 +217,7 @@ class PromptTurns(ServerBase):
         if not turn.finished:
             turn.finish(None)  # ended before it ran (bad params, closed session)
         session.slot.end_if_current(turn)
-        if self._waiting:  # nobody waits, most of the time
-            self._wake_next(session)
+        session.slot.wake_next()
 
     async def _run_turn(
         self,

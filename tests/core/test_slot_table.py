@@ -55,6 +55,7 @@ def test_the_refused_pairs_are_the_documented_ones() -> None:
         (SlotState.IDLE, SlotEvent.END),
         (SlotState.ACTIVE, SlotEvent.START),
         (SlotState.CLOSED, SlotEvent.START),
+        (SlotState.CLOSED, SlotEvent.QUEUE),
     }
 
 
@@ -226,3 +227,59 @@ async def test_turn_done_is_set_by_finish_whether_asked_for_before_or_after() ->
     late.finish(None)
     assert late.done.is_set()  # asked for only after the end
     await late.done.wait()
+
+
+# --------------------------------------------------------------------------- the line
+
+
+@pytest.mark.anyio
+async def test_the_line_is_first_come_first_served_and_its_first_keeps_its_place() -> None:
+    slot = PromptSlot()
+    running = Turn("running")
+    assert slot.try_start(running)
+    first, second = slot.enqueue(), slot.enqueue()
+    assert first is not None and second is not None and slot.waiting
+    assert slot.end_if_current(running)
+    slot.wake_next()
+    assert first.is_set() and not second.is_set()
+    # woken but not yet started: the slot is idle, yet the line still holds it
+    assert slot.state is SlotState.IDLE and slot.waiting
+    late = slot.enqueue()
+    assert late is not None and not late.is_set()
+    slot.leave(first, pass_on=False)  # it takes the slot now
+    assert slot.try_start(Turn("first"))
+    assert not second.is_set()
+
+
+@pytest.mark.anyio
+async def test_a_woken_waiter_that_gives_up_passes_its_turn_on() -> None:
+    slot = PromptSlot()
+    first, second = slot.enqueue(), slot.enqueue()
+    assert first is not None and second is not None
+    slot.wake_next()
+    slot.leave(first, pass_on=True)
+    assert second.is_set()
+
+
+@pytest.mark.anyio
+async def test_a_waiter_that_gives_up_unwoken_wakes_nobody() -> None:
+    slot = PromptSlot()
+    assert slot.try_start(Turn("t"))
+    first, second = slot.enqueue(), slot.enqueue()
+    assert first is not None and second is not None
+    slot.leave(first, pass_on=True)
+    assert not second.is_set()
+    assert slot.state is SlotState.ACTIVE
+
+
+@pytest.mark.anyio
+async def test_close_sends_the_line_away_and_refuses_new_places() -> None:
+    slot = PromptSlot()
+    turn = Turn("t")
+    assert slot.try_start(turn)
+    waiters = [slot.enqueue(), slot.enqueue()]
+    assert slot.close() is turn
+    assert all(w is not None and w.is_set() for w in waiters)
+    assert not slot.waiting
+    assert slot.enqueue() is None
+    assert slot.try_start(Turn("after")) is False
