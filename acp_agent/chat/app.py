@@ -258,15 +258,19 @@ class ChatApp:
                 f"{program} did not answer as an ACP agent (initialize: {exc.code} {exc.message})"
             )
         except ConnectionClosed:
-            code = await client.agent.exit_code()
-            how = "closed its output" if code is None else f"exited with code {code}"
             self.renderer.error(
-                f"{program} {how} without answering initialize: it is not an ACP agent, "
-                "or it failed to start"
+                f"{program} {await self._gone(client)} without answering initialize: it is "
+                "not an ACP agent, or it failed to start"
             )
         if self.client is not None and self.client.agent.stderr_lines:
             self._show_stderr(tail=20)
         return None
+
+    @staticmethod
+    async def _gone(client: AcpClient) -> str:
+        """How the agent went away."""
+        code = await client.agent.exit_code()
+        return "closed the connection" if code is None else f"exited with code {code}"
 
     async def _session(self, client: AcpClient) -> int:
         info = await self._start(client)
@@ -327,8 +331,8 @@ class ChatApp:
                 self.renderer.info(f"[{stop}]")
             except RequestError as exc:
                 self.renderer.error(f"error {exc.code}: {exc.message}")
-            except ConnectionClosed as exc:
-                self.renderer.error(f"the agent exited: {exc}")
+            except ConnectionClosed:
+                self.renderer.error(f"{self._program()} {await self._gone(client)} during the turn")
                 self._show_stderr(tail=20)
                 return False
             finally:

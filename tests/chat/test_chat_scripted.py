@@ -107,6 +107,24 @@ def test_chat_with_a_program_that_never_answers() -> None:
     ]
 
 
+#: answers initialize and session/new, then exits with code 3 at the first prompt
+DIES_IN_A_TURN = """
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("method") == "session/prompt":
+        sys.exit(3)
+    result = {"protocolVersion": 1} if msg["method"] == "initialize" else {"sessionId": "s"}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"""
+
+
+def test_agent_that_exits_during_a_turn() -> None:
+    result = cli("chat", "--", sys.executable, "-c", DIES_IN_A_TURN, lines=["hello"])
+    assert result.returncode == 1
+    assert "exited with code 3 during the turn" in result.stdout
+
+
 def test_agent_that_cannot_start() -> None:
     result = cli("chat", "--", sys.executable, "-c", "import sys; print('boom', file=sys.stderr)")
     assert result.returncode == 1
