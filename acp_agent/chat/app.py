@@ -241,7 +241,7 @@ class ChatApp:
         program = self._program()
         try:
             with anyio.fail_after(self.init_timeout):
-                with anyio.move_on_after(min(1.0, self.init_timeout / 2)):
+                with anyio.move_on_after(min(2.0, self.init_timeout / 2)):
                     return await client.initialize()
                 self.renderer.info(
                     f"waiting for {program} to answer initialize "
