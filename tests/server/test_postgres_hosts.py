@@ -30,7 +30,7 @@ from tests.server.test_durability import allow, replay_without_extras
 
 pytestmark = pytest.mark.anyio
 
-LEASE = 1.0  # seconds: short, so that takeovers happen within the test
+LEASE = 2.0  # seconds: short, so that takeovers happen within the test (renewed each 2/3 s)
 SESSION_LEASED = -32030
 
 
