@@ -62,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the copy shipped in the package)",
     )
     p.add_argument("--list", action="store_true", help="list the checks and exit")
+    p.add_argument(
+        "--url",
+        help="judge the agent served at this URL (ws://HOST:PORT/acp or http://...) instead "
+        "of a command: each check reaches it through `python -m acp_agent.remote.bridge`, "
+        "where end of input ends the connection",
+    )
+    p.add_argument("--token-file", metavar="PATH", help="with --url: the bearer token's file")
     p.add_argument("agent", nargs=argparse.REMAINDER, help="the agent command, after --")
     return p
 
@@ -71,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     command = list(args.agent)
     if command and command[0] == "--":
         command = command[1:]
+    if args.url:
+        token = ["--token-file", args.token_file] if args.token_file else []
+        command = [sys.executable, "-m", "acp_agent.remote.bridge", args.url, *token]
     checks_ = selected(REGISTRY, args.only)
     if args.list:
         for c in checks_:

@@ -86,23 +86,23 @@ class _WebSocketTransport:
         self._lock = anyio.Lock()
 
     async def receive(self) -> bytes:
-        from httpx_ws import WebSocketDisconnect
+        from httpx_ws import HTTPXWSException
 
         try:
             text: str = await self._ws.receive_text()
-        except (WebSocketDisconnect, anyio.ClosedResourceError):
+        except (HTTPXWSException, anyio.ClosedResourceError):
             await self.aclose()  # answer the server's close at once
             raise anyio.EndOfStream from None
         return text.encode() + b"\n"
 
     async def send(self, data: bytes) -> None:
-        from httpx_ws import WebSocketDisconnect
+        from httpx_ws import HTTPXWSException
 
         async with self._lock:
             try:
                 for line in _lines(data):
                     await self._ws.send_text(line.decode())
-            except (WebSocketDisconnect, anyio.ClosedResourceError) as exc:
+            except (HTTPXWSException, anyio.ClosedResourceError) as exc:
                 raise anyio.BrokenResourceError("the WebSocket is closed") from exc
 
     async def aclose(self) -> None:
@@ -177,6 +177,15 @@ class _HttpTransport:
         finally:
             self._inbox_send.close()
             self.stream_done.set()
+
+    async def send_eof(self) -> None:
+        """End the connection (``DELETE``) but go on reading: the server's last
+        messages still arrive on the stream, which then ends."""
+        if self._connection_id is not None and not self._closed:
+            with contextlib.suppress(httpx.HTTPError):
+                await self._client.delete(
+                    self._url, headers={CONNECTION_HEADER: self._connection_id}
+                )
 
     async def aclose(self) -> None:
         if self._closed:

@@ -14,9 +14,9 @@ import anyio
 import anyio.abc
 import pytest
 
-from tests.helpers.wire_client import ROOT, child_env
+from tests.helpers.wire_client import ROOT, child_env, spawn
 
-from ._support import TOKENS, connect, workdir
+from ._support import TOKENS, connect, running_server, url_for, workdir
 
 pytestmark = pytest.mark.anyio
 
@@ -105,3 +105,22 @@ async def test_the_token_file_names_the_principals(tmp_path: Path) -> None:
             await alice.initialize()
             listed, _ = await alice.call("session/list", {})
             assert listed["sessions"] == []
+
+
+@pytest.mark.parametrize("kind", ["websocket", "http"])
+async def test_the_bridge_serves_a_remote_agent_over_stdio(kind: str, tmp_path: Path) -> None:
+    async with running_server() as url:
+        bridge = [sys.executable, "-m", "acp_agent.remote.bridge", url_for(url, kind)]
+        async with spawn(bridge) as client:
+            await client.initialize()
+            session_id, _, _ = await client.new_session(workdir(tmp_path))
+            assert (await client.prompt(session_id, "/echo bridged")).texts() == ["bridged"]
+            running = await client.start_prompt(session_id, "/sleep 60000")
+            await client.call("session/list", {})
+            assert client.process.stdin is not None
+            await client.process.stdin.aclose()  # end of input ends the connection
+            if kind == "http":  # the answer still comes (a WebSocket cannot half-close)
+                turn = await client.finish_prompt(running)
+                assert turn.stop_reason == "cancelled"
+            with anyio.fail_after(20):
+                assert await client.process.wait() == 0
