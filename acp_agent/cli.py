@@ -299,6 +299,15 @@ def dispatcher_for(name: str) -> Any:
     """The dispatcher class for ``--dispatcher`` (None: the connection's native one)."""
     if name == "native":
         return None
+    try:
+        import jsonrpcserver  # noqa: F401 - an optional extra
+    except ModuleNotFoundError as exc:
+        if exc.name != "jsonrpcserver":
+            raise
+        fail(
+            f"--dispatcher {name}: the jsonrpcserver package is not installed "
+            "(pip install 'acp-agent-kit[jsonrpcserver]')"
+        )
     from .jsonrpcserver_dispatch import JsonRpcServerDispatcher
 
     return JsonRpcServerDispatcher

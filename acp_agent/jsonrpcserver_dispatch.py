@@ -1,53 +1,47 @@
-"""Inbound request dispatch through the ``jsonrpcserver`` package (opt-in).
+"""Inbound request dispatch through the ``jsonrpcserver`` package (opt-in extra).
 
 The design card names jsonrpcserver for the step that turns an inbound request into
 a response. This module adapts a :class:`~acp_agent.connection.MethodTable` to it:
 the connection has already framed, decoded and classified the message (responses to
 our own calls never get here), so jsonrpcserver receives the request object as is,
-with its per-request jsonschema validation skipped, and calls our handler through
-its ``Methods`` mapping. Handler exceptions are handed back to the connection's one
-error boundary unchanged instead of being flattened by jsonrpcserver.
+with its jsonschema validation skipped, and routes it through its ``Methods``
+mapping. It owns only that adaptation, not the handlers and not the error boundary.
 
-It is not the default: importing jsonrpcserver imports jsonschema (~0.2 s on the
-reference machine), which alone exceeds the start-up budget; see README
-"Dispatch". Select it with ``--dispatcher jsonrpcserver``.
+Only jsonrpcserver's public API is used: the synchronous ``dispatch_to_serializable``
+with a deserializer that hands over the already decoded request. Its asynchronous
+twin gathers with ``asyncio.gather`` and so cannot run on trio; instead the routed
+method records which call to make and the handler is awaited here, so handler
+exceptions reach the connection's one error boundary unchanged rather than being
+flattened by jsonrpcserver.
 
-Only ``jsonrpcserver.async_dispatcher.dispatch_request`` is used, not
-``async_dispatch``: the latter gathers with ``asyncio.gather`` and so cannot run on
-trio.
+It is not the default: importing jsonrpcserver imports jsonschema, which alone
+exceeds the start-up budget; see README "Dispatch". Install the ``jsonrpcserver``
+extra and select it with ``--dispatcher jsonrpcserver``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from typing import Any
 
 from .connection import MethodTable, NativeDispatcher, RequestContext
 from .errors import RequestError
 
+#: the key under which the routed method leaves the name of the call to make
+_ROUTED = "jsonrpcserver.routed"
+
 
 class _Methods(Mapping[str, Any]):
-    """Every method name maps to one adapter that calls the native dispatch."""
-
-    def __init__(self, native: NativeDispatcher) -> None:
-        self._native = native
+    """Every method name maps to one routing step that records the name to call."""
 
     def __getitem__(self, name: str) -> Any:
-        native = self._native
+        from jsonrpcserver import Success
 
-        async def adapter(ctx: RequestContext, /, *args: Any, **kwargs: Any) -> Any:
-            from jsonrpcserver import Error, Success
+        def routed(ctx: RequestContext, /, *args: Any, **kwargs: Any) -> Any:
+            ctx.state[_ROUTED] = name
+            return Success(None)
 
-            params: Any = list(args) if args else kwargs
-            try:
-                return Success(await native.dispatch(name, params, ctx))
-            except RequestError as exc:
-                return Error(exc.code, exc.message, exc.data)
-            except Exception as exc:  # handed back to the connection's error boundary
-                ctx.state["failure"] = exc
-                return Error(-32603, "Internal error")
-
-        return adapter
+        return routed
 
     def __iter__(self) -> Iterator[str]:
         return iter(())
@@ -60,22 +54,28 @@ class JsonRpcServerDispatcher:
     """A :class:`~acp_agent.connection.Dispatcher` backed by jsonrpcserver."""
 
     def __init__(self, table: MethodTable) -> None:
-        from jsonrpcserver import async_dispatcher  # noqa: F401 - imported for its cost here
+        import jsonrpcserver  # noqa: F401 - imported here for its cost, not per request
 
-        self._methods = _Methods(NativeDispatcher(table))
+        self._native = NativeDispatcher(table)
+        self._methods = _Methods()
 
     async def dispatch(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        from jsonrpcserver.async_dispatcher import dispatch_request
-        from jsonrpcserver.request import Request as RpcRequest
-        from oslash.either import Left
+        from jsonrpcserver import dispatch_to_serializable
 
-        request = RpcRequest(method, params if params is not None else [], ctx.id)
-        _, result = await dispatch_request(cast(Any, self._methods), ctx, request)
-        failure = ctx.state.pop("failure", None)
-        if failure is not None:
-            raise failure
-        if isinstance(result, Left):
-            err = result._error
-            data = None if type(err.data).__name__ == "_NoData" else err.data
-            raise RequestError(err.message, data, code=err.code)
-        return result._value.result
+        request: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": ctx.id}
+        if params is not None:
+            request["params"] = params
+        response = dispatch_to_serializable(
+            "",
+            methods=self._methods,
+            context=ctx,
+            deserializer=lambda _text: request,
+            validator=lambda deserialized: deserialized,
+        )
+        routed = ctx.state.pop(_ROUTED, None)
+        if isinstance(response, dict) and "error" in response:
+            err = response["error"]
+            raise RequestError(err["message"], err.get("data"), code=err["code"])
+        if routed is None:  # jsonrpcserver neither routed it nor answered an error
+            raise RuntimeError(f"jsonrpcserver did not route {method!r}")
+        return await self._native.dispatch(routed, params, ctx)

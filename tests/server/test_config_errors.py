@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,15 @@ INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocol
 NO_KEYS = ("ACP_AGENT_API_KEY", "OPENAI_API_KEY", "ACP_AGENT_API_KEY_FILE", "OPENAI_BASE_URL")
 
 
-def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def serve(
+    *args: str, env: dict[str, str] | None = None, entry: Sequence[str] = ("-m", "acp_agent")
+) -> subprocess.CompletedProcess[str]:
     environment = child_env()
     for name in NO_KEYS:
         environment.pop(name, None)
     environment.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "acp_agent", *args],
+        [sys.executable, *entry, *args],
         input=INITIALIZE.decode(),
         capture_output=True,
         text=True,
@@ -124,3 +127,19 @@ def test_terminal_server_says_what_it_waits_for() -> None:
         assert child.exitstatus == 0
     finally:
         child.terminate(force=True)
+
+
+def test_jsonrpcserver_dispatcher_without_the_package() -> None:
+    # The package is an optional extra: hide it from the child as if it were not installed.
+    hide = (
+        "import runpy, sys; sys.modules['jsonrpcserver'] = None; "
+        "runpy.run_module('acp_agent', run_name='__main__')"
+    )
+    result = serve("--store", "memory", "--dispatcher", "jsonrpcserver", entry=("-c", hide))
+    refused(result, "--dispatcher jsonrpcserver", "not installed", "[jsonrpcserver]")
+
+
+def test_jsonrpcserver_dispatcher_with_the_package_serves() -> None:
+    result = serve("--store", "memory", "--dispatcher", "jsonrpcserver")
+    assert result.returncode == 0, result.stderr
+    assert '"protocolVersion":1' in result.stdout
