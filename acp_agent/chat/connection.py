@@ -1,7 +1,8 @@
 """The client end of an ACP connection, and the agent subprocess it talks to.
 
-:class:`ClientConnection` is a small JSON-RPC peer built on the sans-IO core
-(:mod:`acp_agent.jsonrpc`: framing, codec, pending ids) and any
+:class:`ClientConnection` is a thin async shell around the sans-IO
+:class:`~acp_agent.jsonrpc.Peer` that the agent uses too (ids, correlation,
+``$/cancel_request`` both ways, the exception -> error answer boundary) and any
 :class:`~acp_agent.transport.Transport`. Unlike the agent-side
 :class:`~acp_agent.connection.AgentSession`, it handles notifications *inline*, in
 the order they arrive, before the next frame is read: a client must render
@@ -31,32 +32,21 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from acp_agent.errors import (
-    INTERNAL_ERROR,
-    REQUEST_CANCELLED,
-    ConnectionClosed,
-    RequestError,
-)
+from acp_agent._loop import CallWaiter
+from acp_agent.errors import REQUEST_CANCELLED, ConnectionClosed, OversizedLine
 from acp_agent.jsonrpc import (
-    ErrorResponse,
+    CancelRequested,
+    Event,
+    Incoming,
     Invalid,
-    LineBuffer,
     Notification,
-    PendingCalls,
+    Peer,
     Request,
-    RequestId,
-    Response,
-    decode,
-    encode_error,
     encode_notification,
-    encode_request,
-    encode_result,
 )
 from acp_agent.transport import Transport
 
 log = logging.getLogger("acp_agent.chat")
-
-CANCEL_REQUEST = "$/cancel_request"
 
 
 class ClientHandlers(Protocol):
@@ -69,24 +59,13 @@ class ClientHandlers(Protocol):
         """A request from the agent; return the result or raise ``RequestError``."""
 
 
-class _Waiter:
-    __slots__ = ("error", "event", "result")
-
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
 class ClientConnection:
     """One JSON-RPC connection to an agent. Construct, then run :meth:`serve` in a task."""
 
     def __init__(self, transport: Transport, handlers: ClientHandlers) -> None:
         self._transport = transport
         self._handlers = handlers
-        self._buffer = LineBuffer()
-        self._pending: PendingCalls[_Waiter] = PendingCalls()
-        self._inflight: dict[RequestId, anyio.CancelScope] = {}
+        self._peer: Peer[CallWaiter, anyio.CancelScope] = Peer(lambda _: anyio.CancelScope())
         self._closed = False
 
     @property
@@ -101,11 +80,7 @@ class ClientConnection:
                 tg.cancel_scope.cancel()
         finally:
             self._closed = True
-            for _, method, waiter in self._pending.drain():
-                waiter.error = ConnectionClosed(
-                    f"the agent closed the connection before answering {method!r}"
-                )
-                waiter.event.set()
+            self._peer.close("the agent closed the connection")
 
     async def _receive_loop(self, tg: anyio.abc.TaskGroup) -> None:
         while True:
@@ -113,66 +88,37 @@ class ClientConnection:
                 data = await self._transport.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
-            for line in self._buffer.feed(data):
-                if isinstance(line, bytes):
-                    for message in decode(line):
-                        self._on_message(message, tg)
-                else:
-                    log.warning("dropped an oversized line from the agent: %s", line)
+            for event in self._peer.receive_data(data):
+                self._on_event(event, tg)
 
-    def _on_message(self, message: object, tg: anyio.abc.TaskGroup) -> None:
-        if isinstance(message, Notification):
-            if message.method == CANCEL_REQUEST:
-                self._on_cancel_request(message.params)
-                return
+    def _on_event(self, event: Event[anyio.CancelScope], tg: anyio.abc.TaskGroup) -> None:
+        if isinstance(event, Notification):
             try:
-                self._handlers.notification(message.method, message.params)
+                self._handlers.notification(event.method, event.params)
             except Exception:
-                log.exception("handling %r failed", message.method)
-        elif isinstance(message, Request):
-            scope = anyio.CancelScope()
-            self._inflight[message.id] = scope
-            tg.start_soon(self._run_request, message, scope)
-        elif isinstance(message, Response | ErrorResponse):
-            entry = self._pending.pop(message.id)
-            if entry is None:
-                return
-            waiter = entry[1]
-            if isinstance(message, Response):
-                waiter.result = message.result
-            else:
-                waiter.error = RequestError.from_wire(message.error)
-            waiter.event.set()
-        elif isinstance(message, Invalid):
-            log.warning("the agent sent an invalid frame: %s", message.message)
-
-    def _on_cancel_request(self, params: Any) -> None:
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        scope = self._inflight.get(request_id)
-        if scope is not None:
-            scope.cancel()
+                log.exception("handling %r failed", event.method)
+        elif isinstance(event, Incoming):
+            tg.start_soon(self._run_request, event.request, event.context)
+        elif isinstance(event, CancelRequested):
+            event.context.cancel()
+        elif isinstance(event, Invalid):
+            log.warning("the agent sent an invalid frame: %s", event.message)
+        elif isinstance(event, OversizedLine):
+            log.warning("dropped an oversized line from the agent: %s", event)
 
     async def _run_request(self, request: Request, scope: anyio.CancelScope) -> None:
-        frame: bytes | None = None
+        outcome: tuple[bool, Any] | None = None
         try:
             with scope:
                 try:
-                    result = await self._handlers.request(request.method, request.params)
-                    frame = encode_result(request.id, result)
-                except RequestError as exc:
-                    if exc.data is None:
-                        frame = encode_error(request.id, exc.code, exc.message)
-                    else:
-                        frame = encode_error(request.id, exc.code, exc.message, exc.data)
-                except Exception:
-                    log.exception("handling %r failed", request.method)
-                    frame = encode_error(request.id, INTERNAL_ERROR, "Internal error")
+                    outcome = (True, await self._handlers.request(request.method, request.params))
+                except Exception as exc:
+                    outcome = Peer.outcome_of(exc, request.method)
         finally:
-            self._inflight.pop(request.id, None)
-            if frame is None:
-                frame = encode_error(request.id, REQUEST_CANCELLED, "Request cancelled")
+            if outcome is None:
+                outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
             with anyio.CancelScope(shield=True):
-                await self._send(frame)
+                await self._send(self._peer.send_answer(request.id, outcome))
 
     async def _send(self, frame: bytes) -> None:
         try:
@@ -184,15 +130,16 @@ class ClientConnection:
         """Send a request and wait for its result; an error answer raises ``RequestError``."""
         if self._closed:
             raise ConnectionClosed(f"cannot send {method!r}: the agent is gone")
-        waiter = _Waiter()
-        request_id = self._pending.allocate(method, waiter)
-        await self._send(encode_request(request_id, method, params))
+        waiter = CallWaiter(None)
+        request_id, frame = self._peer.send_request(method, params, waiter)
+        await self._send(frame)
         try:
             await waiter.event.wait()
         except BaseException:
-            if self._pending.pop(request_id) is not None and not self._closed:
+            cancel = self._peer.send_cancel(request_id)
+            if cancel is not None and not self._closed:
                 with anyio.CancelScope(shield=True):
-                    await self._send(encode_notification(CANCEL_REQUEST, {"requestId": request_id}))
+                    await self._send(cancel)
             raise
         if waiter.error is not None:
             raise waiter.error

@@ -2,8 +2,9 @@
 
 This package owns the protocol core with no I/O: line framing with a length cap
 (``framing``), the message types and classification rules (``messages``),
-orjson encode/decode (``codec``) and id allocation with pending bookkeeping
-(``pending``). Feed it bytes, get messages; give it messages, get bytes.
+orjson encode/decode (``codec``), id allocation with pending bookkeeping
+(``pending``) and, on top of those, one end of a connection as plain state
+(``peer``). Feed it bytes, get events; ask it to send, get bytes.
 
 It deliberately imports no anyio, no pydantic and nothing of ACP: reading and
 writing, waiting for responses and method semantics live in higher layers.
@@ -36,21 +37,29 @@ from .messages import (
     is_request_id,
     sniff_id,
 )
+from .peer import CANCEL_REQUEST, CancelRequested, Event, Incoming, Outcome, Peer, Waiter
 from .pending import PendingCalls
 
 __all__ = [
+    "CANCEL_REQUEST",
     "DEFAULT_MAX_LINE",
     "MISSING",
+    "CancelRequested",
     "Default",
     "ErrorResponse",
+    "Event",
+    "Incoming",
     "Invalid",
     "LineBuffer",
     "Message",
     "Notification",
+    "Outcome",
+    "Peer",
     "PendingCalls",
     "Request",
     "RequestId",
     "Response",
+    "Waiter",
     "classify",
     "decode",
     "encode",

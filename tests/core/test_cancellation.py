@@ -14,8 +14,8 @@ import pytest
 
 from acp_agent.agent import PromptTurn
 from acp_agent.client import ALLOW_ONCE
-from acp_agent.connection import CANCEL_REQUEST
 from acp_agent.errors import RESOURCE_NOT_FOUND, RequestError
+from acp_agent.jsonrpc import CANCEL_REQUEST
 from acp_agent.server import AcpServer
 from tests.core._support import (
     ScriptAgent,

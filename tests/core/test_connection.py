@@ -20,8 +20,6 @@ import orjson
 import pytest
 
 from acp_agent.connection import (
-    CANCEL_REQUEST,
-    HIGH_WATER,
     AgentSession,
     MethodTable,
     NativeDispatcher,
@@ -37,6 +35,8 @@ from acp_agent.errors import (
     ConnectionClosed,
     RequestError,
 )
+from acp_agent.jsonrpc import CANCEL_REQUEST
+from acp_agent.outbox import HIGH_WATER
 from acp_agent.transport import memory_pair
 from tests.helpers.memclient import WireClient
 
@@ -888,7 +888,7 @@ async def test_crlf_and_blank_lines_are_tolerated(dispatcher: Any) -> None:
 async def test_the_asyncio_call_flag_stays_set_after_a_cancelled_wait(anyio_backend: str) -> None:
     import asyncio
 
-    from acp_agent.connection import _Flag
+    from acp_agent._loop import Flag as _Flag
 
     flag = _Flag(asyncio.get_running_loop())
     with anyio.move_on_after(0) as scope:
