@@ -3,8 +3,8 @@
 With no subcommand it serves an agent over stdio, for an editor to launch: the
 reference agent, or the language-model agent of :mod:`acp_agent.llm` when a model is
 configured. Subcommands: ``chat`` (a terminal client for any ACP agent), ``demo``
-(drive the server through a scripted session) and ``conformance`` (the conformance
-suite against any agent command).
+(drive the server through a scripted session), ``conformance`` (the conformance
+suite against any agent command) and ``sessions`` (the stored sessions).
 
 This module only wires things together. It imports what each path needs lazily, so
 ``acp-agent-kit`` starts fast and the serving path never imports rich.
@@ -18,6 +18,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from ._loop import BACKENDS
@@ -27,7 +28,7 @@ EXIT_USAGE = 2
 #: the command (not `acp-agent`: an unrelated project on PyPI installs a command of that name)
 PROG: Final = "acp-agent-kit"
 
-SUBCOMMANDS = ("chat", "demo", "conformance", "serve")
+SUBCOMMANDS = ("chat", "demo", "conformance", "serve", "sessions")
 
 # flag -> environment variable; every flag has one.
 ENV = {
@@ -64,6 +65,8 @@ subcommands:
   serve [--listen HOST:PORT] [--token-file PATH]
                         serve the agent over Streamable HTTP and WebSocket at
                         /acp; `acp-agent-kit serve --help` for more
+  sessions list | show ID | delete ID | prune --older-than DAYS
+                        see and manage the stored sessions, with their sizes
 
 every flag can also be set through its environment variable (the flag wins).
 logs go to stderr (stdout carries only protocol messages), or to --log-file.
@@ -118,7 +121,8 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
         default=_env("store"),
         help="where sessions are kept: a SQLite file, `memory` to keep nothing, or a "
         "PostgreSQL database shared by several hosts (a libpq URL, postgresql://...) "
-        "(default: sessions.sqlite3 in the user data directory) [env ACP_AGENT_DB]",
+        "(default: sessions/AGENT.sqlite3 in the user data directory, one file per "
+        "agent; see `sessions list`) [env ACP_AGENT_DB]",
     )
     parser.add_argument(
         "--busy-policy",
@@ -234,7 +238,12 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
-    """Logs go to stderr (stdout is the protocol's), or to ``log_file``."""
+    """Logs go to stderr (stdout is the protocol's), or to ``log_file`` (made readable by
+    its owner only when it is created: logs may quote prompts)."""
+    if log_file:
+        from .store.files import create_private_file
+
+        create_private_file(Path(log_file).expanduser())
     handler: logging.Handler = (
         logging.FileHandler(log_file, encoding="utf-8")
         if log_file
@@ -370,6 +379,12 @@ def run_conformance(rest: list[str]) -> int:
     return int(conformance_main(rest))
 
 
+def run_sessions(args: argparse.Namespace, rest: list[str]) -> int:
+    from .sessions_cli import main as sessions_main
+
+    return sessions_main(rest, prog=PROG, store=args.store)
+
+
 def run_serve(args: argparse.Namespace, rest: list[str]) -> int:
     from .remote.cli import main as serve_main
 
@@ -403,6 +418,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo(args, rest, global_argv)
     if command == "serve":
         return run_serve(args, rest)
+    if command == "sessions":
+        return run_sessions(args, rest)
     return serve(args)
 
 

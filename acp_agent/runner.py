@@ -2,9 +2,9 @@
 
 ``run_agent(agent)`` reserves the real stdout for protocol frames (everything else that
 writes to stdout goes to stderr), opens the session store (SQLite in the user's data
-directory unless told otherwise), serves until stdin reaches EOF or SIGTERM arrives,
-and shuts down cleanly: in-flight turns are cancelled, pending calls fail, the last
-frames are flushed and the store is closed.
+directory, a file named after the agent, unless told otherwise), serves until stdin
+reaches EOF or SIGTERM arrives, and shuts down cleanly: in-flight turns are cancelled,
+pending calls fail, the last frames are flushed and the store is closed.
 
 It owns process-level concerns only; the protocol lives in :mod:`acp_agent.server`.
 """
@@ -42,6 +42,18 @@ async def _watch_signals(stop: Callable[[], None], force: Callable[[], None]) ->
                 return
 
 
+def store_name(agent: Agent) -> str:
+    """The name of ``agent``'s default store: its ``name`` if its class (or a base other
+    than :class:`Agent`) sets one, else its class name, so that two agents never share a
+    default store by accident."""
+    for cls in type(agent).__mro__:
+        if cls is Agent:
+            break
+        if "name" in vars(cls):
+            return agent.name
+    return type(agent).__name__
+
+
 async def serve_stdio(
     agent: Agent,
     *,
@@ -63,7 +75,9 @@ async def serve_stdio(
     the_store: SessionStore = (
         opened
         if opened is not None
-        else LazyStore(lambda: open_store(name, lease_timeout=lease_timeout))
+        else LazyStore(
+            lambda: open_store(name, lease_timeout=lease_timeout, agent=store_name(agent))
+        )
     )
     transport = StdioTransport(read_fd, write_fd)
     server = AcpServer(

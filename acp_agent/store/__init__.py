@@ -25,6 +25,7 @@ from acp_agent.store.packed import PackedJson
 __all__ = [
     "DB_ENV_VAR",
     "DEFAULT_OWNER",
+    "REFERENCE_AGENT",
     "JsonText",
     "LazyStore",
     "MemorySessionStore",
@@ -58,23 +59,34 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'acp_agent.store' has no attribute {name!r}")
 
 
-def default_db_path() -> Path:
+REFERENCE_AGENT: Final = "acp-agent"
+"""The name of the reference agent, whose default store is ``acp-agent.sqlite3``."""
+
+
+def default_db_path(agent: str = REFERENCE_AGENT) -> Path:
     """The SQLite file used when no store is named: ``$ACP_AGENT_DB`` if set, else
-    ``sessions.sqlite3`` in the user's data directory for ``acp-agent``."""
+    ``sessions/<agent>.sqlite3`` in the user's data directory for ``acp-agent``: each
+    agent keeps its sessions apart from the others'."""
     override = os.environ.get(DB_ENV_VAR)
     if override:
         return Path(override).expanduser()
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("acp-agent")) / "sessions.sqlite3"
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in agent).strip(".-")
+    directory = Path(platformdirs.user_data_dir("acp-agent")) / "sessions"
+    return directory / f"{name or 'agent'}.sqlite3"
 
 
 async def open_store(
-    url_or_path: str | None = None, *, lease_timeout: float | None = None
+    url_or_path: str | None = None,
+    *,
+    lease_timeout: float | None = None,
+    agent: str = REFERENCE_AGENT,
 ) -> SessionStore:
     """Open the store named by ``url_or_path``.
 
-    ``None`` means ``$ACP_AGENT_DB`` or else the default file (see ``default_db_path``);
+    ``None`` means ``$ACP_AGENT_DB`` or else ``agent``'s default file (see
+    ``default_db_path``);
     ``":memory:"`` or ``"memory"`` gives a ``MemorySessionStore``; a libpq URL
     (``postgresql://...``) a ``PostgresSessionStore`` (whose leases last ``lease_timeout``
     seconds); anything else is the path of a SQLite file (``~`` is expanded and missing
@@ -82,7 +94,7 @@ async def open_store(
     """
     target = url_or_path
     if target is None:
-        target = os.environ.get(DB_ENV_VAR) or str(default_db_path())
+        target = os.environ.get(DB_ENV_VAR) or str(default_db_path(agent))
     if target in _MEMORY_NAMES:
         return MemorySessionStore()
     if target.startswith(("postgresql://", "postgres://")):

@@ -12,7 +12,7 @@ an operating-system crash or power loss may drop the last few, never corrupt the
 ``busy_timeout`` lets several agent processes (two editor windows) share one file.
 
 The database and its side files are readable by their owner only, and so are the
-directories made for them, whatever the umask. The schema's version is ``PRAGMA
+directories made for them, whatever the umask (see ``files``). The schema's version is ``PRAGMA
 user_version``; a file of another version is refused (nothing released has another).
 """
 
@@ -49,6 +49,7 @@ from acp_agent.store.base import (
     session_exists,
     session_not_found,
 )
+from acp_agent.store.files import create_private_file
 
 __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "SchemaVersionError", "SqliteSessionStore"]
 
@@ -96,40 +97,9 @@ _COLUMNS: Final = (
     "id, owner, cwd, additional_directories, title, mode_id, config, created_at, updated_at"
 )
 
-FILE_MODE: Final = 0o600
-DIR_MODE: Final = 0o700
-
 
 class SchemaVersionError(RuntimeError):
     """The database file has a schema version this code does not know."""
-
-
-def make_private_dirs(directory: Path) -> None:
-    """Create ``directory`` and any missing parents, each readable by its owner only."""
-    missing: builtins.list[Path] = []
-    while not directory.exists():
-        missing.append(directory)
-        if directory.parent == directory:
-            break
-        directory = directory.parent
-    for path in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            path.mkdir(mode=DIR_MODE)
-            os.chmod(path, DIR_MODE)  # mkdir's mode is cut by the umask
-
-
-def create_private_file(path: Path) -> None:
-    """Create ``path`` (empty) readable by its owner only, unless it exists. SQLite gives
-    its side files (``-wal``, ``-shm``) the mode of the database file."""
-    make_private_dirs(path.parent)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    except FileExistsError:
-        return
-    try:
-        os.fchmod(fd, FILE_MODE)  # the umask may have cut the mode given to open
-    finally:
-        os.close(fd)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -444,6 +414,30 @@ class SqliteSessionStore:
             )
 
         await self._run(run, write=True)
+
+    # --- for `acp-agent-kit sessions` (not part of the SessionStore interface) ---------------
+
+    async def sizes(self, owner: str) -> dict[str, tuple[int, int]]:
+        """Each of the owner's sessions: (its turns, the bytes of its history's text)."""
+
+        def run(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
+            rows = conn.execute(
+                "SELECT s.id, count(DISTINCT t.id), coalesce(sum(length(CAST(u.body AS BLOB))), 0) "
+                "FROM sessions s LEFT JOIN turns t ON t.session_id = s.id "
+                "LEFT JOIN updates u ON u.turn = t.id WHERE s.owner = ? GROUP BY s.id",
+                (owner,),
+            )
+            return {sid: (turns, size) for sid, turns, size in rows}
+
+        return await self._run(run, write=False)
+
+    async def vacuum(self) -> None:
+        """Give the space of deleted rows back to the file system."""
+        conn, worker = self._conn, self._worker
+        if conn is None or worker is None:
+            raise anyio.ClosedResourceError
+        await worker.run(lambda: conn.execute("VACUUM"))
+        await worker.run(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
 
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
         def run(conn: sqlite3.Connection) -> builtins.list[TurnRecord]:

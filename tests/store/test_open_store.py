@@ -20,7 +20,8 @@ pytestmark = pytest.mark.anyio
 
 def test_default_db_path_is_in_the_user_data_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ACP_AGENT_DB", raising=False)
-    assert default_db_path() == Path(platformdirs.user_data_dir("acp-agent")) / "sessions.sqlite3"
+    home = Path(platformdirs.user_data_dir("acp-agent")) / "sessions"
+    assert default_db_path() == home / "acp-agent.sqlite3"
 
 
 def test_default_db_path_honours_the_env_var(
