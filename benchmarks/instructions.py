@@ -5,8 +5,8 @@ executes for the same work hardly does. Each agent runs once under valgrind's ca
 its threads counted), driven by the benchmark driver's own client: after warm-up turns and
 once the agent has been idle for a second (so that work it does when quiet, such as
 acp-agent's model build, is left out), the counters are zeroed (`callgrind_control --zero`),
-the measured turns run, a `session/list` request makes the agent finish the store work they
-left for later (acp-agent applies its journal before any store call), and the counters are
+the measured turns run, a `session/list` request makes the agent finish any store work they
+left for later (a store that defers writes does them before a read), and the counters are
 dumped (`callgrind_control --dump`). The
 report gives instructions per `/echo hi` turn (S2) and per `fs/read_text_file` round trip
 (S4), and each agent's ratio to the SDK's agent and to the floor, in
@@ -93,10 +93,10 @@ async def _wait_idle(pid: str, limit: float = 600.0) -> None:
 async def _settle(agent: AgentProcess) -> None:
     """Have the agent finish the store work its turns left for later, now.
 
-    acp-agent's SQLite store applies journaled turn writes in the background, after 50 ms of
-    quiet; under valgrind that timer may not fire before the next measured window does. Any
-    store call applies them first, so a ``session/list`` makes that work part of the window
-    whose turns caused it. An agent without ``session/list`` answers with an error: fine.
+    A store that defers writes to a background timer (an earlier acp-agent's journal did)
+    would do them before a read: a ``session/list`` makes that work part of the window whose
+    turns caused it, whatever the timer does under valgrind. An agent without
+    ``session/list`` answers with an error: fine.
     """
     future, _ = agent.send_request("session/list", {})
     await wait_response(future, SETTINGS.turn_timeout, "session/list")
@@ -156,7 +156,7 @@ def render(
         f"- S2: {TURNS} `/echo hi` turns after {WARMUP_TURNS} unmeasured ones and a quiet second; "
         f"S4: one `/read bench.txt {READS}` turn after another quiet second, the driver "
         "answering each read at once; each window ends with a `session/list` request, so "
-        "that store work left for later (acp-agent's journal apply) is counted in it",
+        "that store work left for later, if any, is counted in it",
         "",
         "Agents:",
         "",

@@ -6,6 +6,10 @@ IMMEDIATE`` for writes); the event loop never waits for the disk. An operation t
 reached the thread always runs to completion (its caller waits shielded), so a cancelled
 caller never leaves a transaction half-open.
 
+The worker checkpoints the WAL when it has nothing else to do and the WAL has grown past
+``WAL_BYTES``, so no caller waits for a checkpoint (SQLite's own would run inside the
+commit that crosses its threshold, a turn's).
+
 Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction
 survives the death of the process (a killed agent loses nothing a store call returned for);
 an operating-system crash or power loss may drop the last few, never corrupt the file.
@@ -58,6 +62,7 @@ _T = TypeVar("_T")
 log = logging.getLogger("acp_agent.store.sqlite")
 
 BUSY_TIMEOUT_MS: Final = 5000
+WAL_BYTES: Final = 4 << 20  # a WAL larger than this is checkpointed when the worker is idle
 SCHEMA_VERSION: Final = 1
 
 _SCHEMA: Final = (
@@ -110,6 +115,8 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")  # the worker does it, when idle
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_BYTES:d}")
         _transaction(conn, lambda: _create_schema(conn), write=True)
     except BaseException:
         conn.close()
@@ -170,9 +177,11 @@ class _Worker:
     stops waiting for it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, idle: Callable[[], None]) -> None:
+        """``idle`` runs on the thread after a job that no other was waiting behind."""
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name="acp-agent-sqlite", daemon=True)
+        self._idle = idle
 
     def start(self) -> None:
         self._thread.start()
@@ -191,9 +200,12 @@ class _Worker:
             except BaseException as exc:  # handed to the waiting task, which raises it
                 outcome = (False, exc)
             del job, fn
+            idle = self._jobs.empty()  # nothing waits: after this answer, a good moment
             with contextlib.suppress(RuntimeError):  # the event loop is already gone
                 done(outcome)
             del done, outcome
+            if idle:
+                self._idle()
 
     async def run(self, fn: Callable[[], _T]) -> _T:
         await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
@@ -232,7 +244,7 @@ class SqliteSessionStore:
         async with self._lock:
             if self._worker is not None or self._closed:
                 raise RuntimeError("a SqliteSessionStore can be opened only once")
-            worker = self._worker = _Worker()
+            worker = self._worker = _Worker(self._checkpoint)
             worker.start()
             try:
                 self._conn = await worker.run(lambda: _connect(self.path))
@@ -240,6 +252,15 @@ class SqliteSessionStore:
                 self._worker = None
                 worker.stop()
                 raise
+
+    def _checkpoint(self) -> None:
+        """Checkpoint a WAL grown past ``WAL_BYTES`` (worker thread, when idle)."""
+        conn = self._conn
+        try:
+            if conn is not None and os.stat(f"{self.path}-wal").st_size > WAL_BYTES:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except (OSError, sqlite3.Error) as exc:  # the WAL only grows until the next try
+            log.warning("WAL checkpoint failed: %s", exc)
 
     async def __aenter__(self) -> SqliteSessionStore:
         if self._worker is None and not self._closed:

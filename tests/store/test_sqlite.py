@@ -26,6 +26,7 @@ from acp_agent.store import (
     SqliteSessionStore,
     TurnRecord,
 )
+from acp_agent.store import sqlite as sqlite_store
 from acp_agent.store.sqlite import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
@@ -229,3 +230,19 @@ async def test_a_killed_process_loses_nothing_it_wrote(tmp_path: Path) -> None:
         assert turn == TurnRecord(
             "t0", (item(sessionUpdate="user_message_chunk"), *(item(i=j) for j in range(n))), None
         )
+
+
+async def test_the_worker_checkpoints_a_large_wal_when_idle(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.write_turn("s", "big", begin=[item(text="x" * 6_000_000)], end="end_turn")
+        # Jobs run in order and the checkpoint follows the write: after the next job, the
+        # rows are in the database file itself.
+        await store.get(ME, "s")
+        assert db.stat().st_size > 6_000_000
+        # The next write starts the WAL over, cut back to its limit.
+        await store.write_turn("s", "small", begin=[item(text="y")], end="end_turn")
+        await store.get(ME, "s")
+        assert os.stat(f"{db}-wal").st_size <= sqlite_store.WAL_BYTES
+        assert [t.turn_id for t in await store.load_history(ME, "s")] == ["big", "small"]
