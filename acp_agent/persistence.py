@@ -15,7 +15,7 @@ import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import orjson
@@ -23,6 +23,7 @@ import orjson
 from ._loop import Soon, soon
 from .errors import InternalError, SessionLeased
 from .store import JsonText, PackedJson, SessionStore
+from .store.packed import text_of
 from .store.shared import held_prompts_of, leases_of
 
 log = logging.getLogger("acp_agent.persistence")
@@ -156,11 +157,13 @@ class Persister:
         self._busy = True
         try:
             if batch.session_id not in self.failed:
+                # Large items stay packed for a store that writes them in pieces.
+                item = _same if getattr(self.store, "takes_packed_items", False) else text_of
                 await self.store.write_turn(
                     batch.session_id,
                     batch.turn_id,
-                    begin=None if batch.begin is None else [_text(u) for u in batch.begin],
-                    updates=[_text(u) for u in batch.updates],
+                    begin=None if batch.begin is None else [item(u) for u in batch.begin],
+                    updates=[item(u) for u in batch.updates],
                     end=batch.end,
                 )
         except Exception as exc:
@@ -249,8 +252,8 @@ class Persister:
             self._wake.set()
 
 
-def _text(item: JsonText | PackedJson) -> JsonText:
-    return item.text() if isinstance(item, PackedJson) else item
+def _same(item: JsonText | PackedJson) -> JsonText:
+    return cast(JsonText, item)  # a store with ``takes_packed_items`` takes either
 
 
 @dataclass(slots=True)

@@ -250,7 +250,7 @@ def check_turn_write(
     *,
     exists: bool,
     stop_reason: str | None,
-    begin: Sequence[JsonText] | None,
+    begin: Sequence[object] | None,
     end: str | None,
 ) -> None:
     """Raise what the contract says for a ``write_turn`` that finds the turn as given:

@@ -27,6 +27,11 @@ class LazyStore:
         self._lock = anyio.Lock()
         self._closed = False
 
+    @property
+    def takes_packed_items(self) -> bool:
+        """Whether the opened store takes packed items (see ``PackedJson``)."""
+        return bool(getattr(self._store, "takes_packed_items", False))
+
     async def _get(self) -> SessionStore:
         if self._store is None:
             async with self._lock:

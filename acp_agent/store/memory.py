@@ -1,8 +1,9 @@
 """``MemorySessionStore``: the ``SessionStore`` held in dicts (tests, ``--store memory``).
 
 It owns plain dicts and nothing else: no threads, no files, nothing outlives the process.
-History items are strings (immutable), so they are kept as given; config is kept as its
-JSON text, so a caller that changes its mapping later changes nothing stored.
+History items are strings (immutable), so they are kept as given, and large ones as history
+packed them (``takes_packed_items``), expanded only when loaded; config is kept as its JSON
+text, so a caller that changes its mapping later changes nothing stored.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Final
 
 import anyio
 import anyio.lowlevel
@@ -28,13 +30,14 @@ from acp_agent.store.base import (
     session_exists,
     session_not_found,
 )
+from acp_agent.store.packed import PackedJson, text_of
 
 __all__ = ["MemorySessionStore"]
 
 
 @dataclass(slots=True)
 class _Turn:
-    updates: builtins.list[JsonText]
+    updates: builtins.list[JsonText | PackedJson]
     stop_reason: str | None = None
 
 
@@ -50,6 +53,9 @@ class _Session:
 
 class MemorySessionStore:
     """A ``SessionStore`` in dicts."""
+
+    #: ``write_turn`` also takes :class:`PackedJson` items, kept packed
+    takes_packed_items: Final = True
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._timestamps = Timestamps(clock)
@@ -136,8 +142,8 @@ class MemorySessionStore:
         session_id: str,
         turn_id: str,
         *,
-        begin: Sequence[JsonText] | None = None,
-        updates: Sequence[JsonText] = (),
+        begin: Sequence[JsonText | PackedJson] | None = None,
+        updates: Sequence[JsonText | PackedJson] = (),
         end: str | None = None,
     ) -> None:
         # No pass of the event loop: a turn's answer waits for this write, and a pass would
@@ -170,7 +176,7 @@ class MemorySessionStore:
         if session is None:
             raise session_not_found(session_id)
         return [
-            TurnRecord(turn_id, tuple(turn.updates), turn.stop_reason)
+            TurnRecord(turn_id, tuple(map(text_of, turn.updates)), turn.stop_reason)
             for turn_id, turn in session.turns.items()
         ]
 

@@ -54,6 +54,7 @@ from acp_agent.store.base import (
     session_not_found,
 )
 from acp_agent.store.files import create_private_file
+from acp_agent.store.packed import PackedJson
 
 __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "SchemaVersionError", "SqliteSessionStore"]
 
@@ -169,6 +170,34 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+_INSERT_UPDATE: Final = "INSERT INTO updates (turn, body) VALUES (?, ?)"
+
+
+def _insert_packed(conn: sqlite3.Connection, turn: int, item: PackedJson) -> None:
+    """A large item's text, written in pieces into a blob of its size, so that the whole
+    text never exists at once (Python 3.11+; before, it is written whole)."""
+    blobopen = getattr(conn, "blobopen", None)
+    if blobopen is None:
+        conn.execute(_INSERT_UPDATE, (turn, item.text()))
+        return
+    cursor = conn.execute(
+        "INSERT INTO updates (turn, body) VALUES (?, zeroblob(?))", (turn, item.size)
+    )
+    with blobopen("updates", "body", _rowid(cursor)) as blob:
+        for piece in item.pieces():
+            blob.write(piece)
+
+
+def _rowid(cursor: sqlite3.Cursor) -> int:
+    if cursor.lastrowid is None:  # not after a successful INSERT
+        raise sqlite3.DatabaseError("no row id after an insert")
+    return cursor.lastrowid
+
+
+def _body(value: str | bytes) -> str:
+    return value if isinstance(value, str) else value.decode()
+
+
 class _Worker:
     """The one thread that owns the connection; operations run there in arrival order.
 
@@ -220,6 +249,9 @@ class _Worker:
 
 class SqliteSessionStore:
     """A ``SessionStore`` on one SQLite file; create it with ``await SqliteSessionStore.open``."""
+
+    #: ``write_turn`` also takes :class:`PackedJson` items, written in pieces
+    takes_packed_items: Final = True
 
     def __init__(self, path: str | os.PathLike[str], *, clock: Clock | None = None) -> None:
         """Remember the path; no I/O happens until ``open``/``aopen``."""
@@ -397,8 +429,8 @@ class SqliteSessionStore:
         session_id: str,
         turn_id: str,
         *,
-        begin: Sequence[JsonText] | None = None,
-        updates: Sequence[JsonText] = (),
+        begin: Sequence[JsonText | PackedJson] | None = None,
+        updates: Sequence[JsonText | PackedJson] = (),
         end: str | None = None,
     ) -> None:
         bodies = [*(begin or ()), *updates]
@@ -422,17 +454,25 @@ class SqliteSessionStore:
                 end=end,
             )
             if row is None:
-                turn = conn.execute(
-                    "INSERT INTO turns (session_id, turn_id, stop_reason) VALUES (?, ?, ?)",
-                    (session_id, turn_id, end),
-                ).lastrowid
+                turn = _rowid(
+                    conn.execute(
+                        "INSERT INTO turns (session_id, turn_id, stop_reason) VALUES (?, ?, ?)",
+                        (session_id, turn_id, end),
+                    )
+                )
             else:
                 turn = row[0]
                 if end is not None:
                     conn.execute("UPDATE turns SET stop_reason = ? WHERE id = ?", (end, turn))
-            conn.executemany(
-                "INSERT INTO updates (turn, body) VALUES (?, ?)", [(turn, b) for b in bodies]
-            )
+            plain: builtins.list[tuple[int, str]] = []  # items inserted together
+            for body in bodies:
+                if isinstance(body, PackedJson):
+                    conn.executemany(_INSERT_UPDATE, plain)
+                    plain = []
+                    _insert_packed(conn, turn, body)
+                else:
+                    plain.append((turn, body))
+            conn.executemany(_INSERT_UPDATE, plain)
 
         await self._run(run, write=True)
 
@@ -476,7 +516,7 @@ class SqliteSessionStore:
                 "WHERE t.session_id = ? ORDER BY u.id",
                 (session_id,),
             ):
-                bodies[turn].append(body)
+                bodies[turn].append(_body(body))
             return [TurnRecord(turn_id, tuple(bodies[i]), stop) for i, turn_id, stop in turns]
 
         return await self._run(run, write=False)

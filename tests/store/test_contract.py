@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_agent.errors import IllegalTransition, InvalidParams, ResourceNotFound
-from acp_agent.store import DEFAULT_OWNER, SessionRecord, SessionStore, TurnRecord
+from acp_agent.store import DEFAULT_OWNER, PackedJson, SessionRecord, SessionStore, TurnRecord
 
 from .conftest import MakeStore
 
@@ -514,3 +514,15 @@ async def test_any_json_and_any_names_come_back_equal(
     got = await store.get(owner, sid)
     assert got is not None
     assert got.title == title
+
+
+async def test_a_store_that_takes_packed_items_returns_their_text(store: SessionStore) -> None:
+    if not getattr(store, "takes_packed_items", False):
+        pytest.skip("this store takes JSON text only (the glue expands packed items for it)")
+    await store.create(SessionRecord("s", cwd="/"))
+    big = chunk("x" * 2_000_000 + " 日本語")
+    packed = PackedJson.pack(big.encode())
+    await store.write_turn("s", "t", begin=[packed, user("p")], updates=[chunk("a")])  # type: ignore[list-item]
+    await store.write_turn("s", "t", updates=[packed], end="end_turn")  # type: ignore[list-item]
+    [turn] = await store.load_history(ME, "s")
+    assert turn.updates == (big, user("p"), chunk("a"), big)

@@ -21,6 +21,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from acp_agent.store import (
     DEFAULT_OWNER,
+    PackedJson,
     SchemaVersionError,
     SessionRecord,
     SqliteSessionStore,
@@ -246,3 +247,20 @@ async def test_the_worker_checkpoints_a_large_wal_when_idle(tmp_path: Path) -> N
         await store.get(ME, "s")
         assert os.stat(f"{db}-wal").st_size <= sqlite_store.WAL_BYTES
         assert [t.turn_id for t in await store.load_history(ME, "s")] == ["big", "small"]
+
+
+async def test_packed_items_are_written_in_pieces_and_come_back_as_text(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    big = item(text="x" * 3_000_000 + " 日本語 🎉")
+    prompt = item(text="p" * 300_000)
+    async with await SqliteSessionStore.open(db) as store:
+        assert store.takes_packed_items
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.write_turn(
+            "s", "t", begin=[PackedJson.pack(prompt.encode()), item(a=1)], updates=[item(b=2)]
+        )
+        await store.write_turn(
+            "s", "t", updates=[item(c=3), PackedJson.pack(big.encode()), item(d=4)], end="x"
+        )
+        [turn] = await store.load_history(ME, "s")
+        assert turn.updates == (prompt, item(a=1), item(b=2), item(c=3), big, item(d=4))
