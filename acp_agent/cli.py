@@ -243,7 +243,7 @@ def configure_logging(level: str, log_file: str | None) -> None:
     if log_file:
         from .store.files import create_private_file
 
-        create_private_file(Path(log_file).expanduser())
+        create_private_file(Path(log_file).expanduser(), parents=False)
     handler: logging.Handler = (
         logging.FileHandler(log_file, encoding="utf-8")
         if log_file

@@ -30,10 +30,12 @@ def make_private_dirs(directory: Path) -> None:
             os.chmod(path, DIR_MODE)  # mkdir's mode is cut by the umask
 
 
-def create_private_file(path: Path) -> None:
-    """Create ``path`` empty and readable by its owner only, unless it exists. (SQLite
-    gives its side files, ``-wal`` and ``-shm``, the mode of the database file.)"""
-    make_private_dirs(path.parent)
+def create_private_file(path: Path, *, parents: bool = True) -> None:
+    """Create ``path`` empty and readable by its owner only, unless it exists; with
+    ``parents``, its missing directories too (else a missing one is ``FileNotFoundError``).
+    SQLite gives its side files, ``-wal`` and ``-shm``, the mode of the database file."""
+    if parents:
+        make_private_dirs(path.parent)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     except FileExistsError:
