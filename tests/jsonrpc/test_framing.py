@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 
 import pytest
 from hypothesis import given
@@ -169,21 +168,20 @@ def test_memory_bound(chunks: list[bytes], max_line: int) -> None:
         assert buf.buffered <= max_line
 
 
-def test_big_line_in_64k_chunks_is_fast() -> None:
+def test_big_line_in_64k_chunks_arrives_whole() -> None:
+    # Its speed is the benchmark's to show (S5), not a timed unit test's.
     chunk = b"x" * 65536
     total = 50 * 1024 * 1024
     buf = LineBuffer()
-    start = time.perf_counter()
     for _ in range(total // len(chunk)):
         assert buf.feed(chunk) == []
+    assert buf.buffered == total
     out = buf.feed(b"\n")
-    elapsed = time.perf_counter() - start
     assert len(out) == 1
     line = out[0]
     assert isinstance(line, bytes)
     assert len(line) == total
-    # about 0.03 s on the development machine (a join of the chunks); headroom for busy CI
-    assert elapsed < 0.25
+    assert buf.buffered == 0
 
 
 def test_many_small_lines_per_chunk() -> None:
