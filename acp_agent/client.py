@@ -30,7 +30,8 @@ import orjson
 
 from .compaction import Compaction
 from .errors import CapabilityError, IllegalTransition, PathOutsideRoots, RequestError
-from .session import BIG_EVENT, Session
+from .history import BIG_EVENT
+from .session import Session
 
 JSON = dict[str, Any]
 

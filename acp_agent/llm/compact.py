@@ -25,7 +25,7 @@ import orjson
 
 from ..client import SessionClient
 from ..compaction import Compaction
-from ..session import TurnLog
+from ..history import TurnLog
 from .backend import ChatBackend, ModelError, NoticeSink
 from .context import SUMMARY_HEADING, compacted_from, turn_messages
 from .stream import Delta, TextDelta

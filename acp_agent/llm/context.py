@@ -36,7 +36,7 @@ from typing import Any, Final
 import orjson
 
 from ..compaction import compaction_summaries
-from ..session import TurnLog
+from ..history import TurnLog
 
 META_KEY: Final = "acp-agent/llm"
 SUMMARY_HEADING: Final = "Summary of the earlier conversation (its older turns were compacted):"

@@ -41,7 +41,7 @@ from ..agent import Agent, InitializeParams
 from ..client import ClientCapabilities
 from ..connection import AgentSession, MethodTable, NativeDispatcher, RequestContext
 from ..errors import InvalidParams, MethodNotFound, RequestError
-from ..session import CancelReason
+from ..prompt_slot import CancelReason
 from ..store import SessionStore
 from ..transport import Transport
 from .base import CLOSE_GRACE, JSON, PROTOCOL_VERSION, BusyPolicy, log, params_object

@@ -19,15 +19,10 @@ import orjson
 from ..client import replayable
 from ..connection import RequestContext
 from ..errors import InvalidParams, ResourceNotFound
-from ..session import (
-    CancelReason,
-    History,
-    Session,
-    TurnLog,
-    check_absolute_dir,
-    check_additional_directories,
-    sanitize,
-)
+from ..history import History, TurnLog, sanitize
+from ..paths import check_absolute_dir, check_additional_directories
+from ..prompt_slot import CancelReason
+from ..session import Session
 from ..store import SessionRecord
 from .base import (
     CLOSE_GRACE,

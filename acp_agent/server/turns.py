@@ -32,8 +32,10 @@ from ..errors import (
     SessionLeased,
     TurnTimeout,
 )
+from ..history import STOP_REASONS
+from ..prompt_slot import CancelReason, Turn
 from ..protocol.wire import MAX_PROMPT_DEPTH, nesting_within, plain_text_prompt
-from ..session import STOP_REASONS, CancelReason, Session, Turn
+from ..session import Session
 from .base import JSON, ParsedPrompt, ServerBase, log, params_object, require_session_id
 from .ordering import Place
 

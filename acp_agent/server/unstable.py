@@ -19,7 +19,8 @@ import orjson
 
 from ..connection import RequestContext
 from ..errors import InvalidParams, ResourceNotFound
-from ..session import USER_KIND, check_absolute_dir
+from ..history import USER_KIND
+from ..paths import check_absolute_dir
 from ..store import JsonText
 from .base import JSON, params_object, require_session_id, utc_now
 from .lifecycle import SessionLifecycle

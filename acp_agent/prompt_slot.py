@@ -1,0 +1,241 @@
+"""The prompt slot and the prompt turn: who may run a prompt now, and how a turn ends.
+
+Owns :class:`PromptSlot` — the one-active-prompt rule and the FIFO line of prompts
+waiting for it, as one transition table (``idle -> active -> idle``; ``closed`` is
+terminal), guarded by a compare-and-set on a plain attribute owned by the session (no
+``contextvars``) — and :class:`Turn`, one running prompt turn: its cancel scope and its
+one authoritative end.
+
+It does not own what a turn says (history, :mod:`acp_agent.history`), the session's
+other state (:mod:`acp_agent.session`), JSON-RPC or transports.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Mapping
+from typing import Final
+
+import anyio
+
+from .errors import IllegalTransition
+
+
+class SlotState(enum.Enum):
+    IDLE = "idle"
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+    # Members are unique objects compared by identity: hash them so too (Enum's own hash is
+    # a Python call, and the table below is looked up on every prompt).
+    __hash__ = object.__hash__
+
+
+class SlotEvent(enum.Enum):
+    START = "start"  # a session/prompt wants the slot
+    QUEUE = "queue"  # a session/prompt waits in line for it (busy policy queue)
+    LEAVE = "leave"  # a waiting prompt leaves the line (it got the slot, or gave up)
+    END = "end"  # the active turn finished (by any path)
+    CANCEL = "cancel"  # session/cancel or $/cancel_request for the prompt
+    CLOSE = "close"  # session/close, session/delete, shutdown
+
+    __hash__ = object.__hash__  # as SlotState's
+
+
+# The whole rule set. A missing (state, event) pair is an IllegalTransition.
+# Events that find the slot in a state where they do nothing map to that state.
+SLOT_TABLE: Final[Mapping[tuple[SlotState, SlotEvent], SlotState]] = {
+    (SlotState.IDLE, SlotEvent.START): SlotState.ACTIVE,
+    (SlotState.IDLE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel with nothing running: no-op
+    (SlotState.IDLE, SlotEvent.CLOSE): SlotState.CLOSED,
+    # idle with a line: its first was woken and is about to start; others line up behind
+    (SlotState.IDLE, SlotEvent.QUEUE): SlotState.IDLE,
+    (SlotState.IDLE, SlotEvent.LEAVE): SlotState.IDLE,
+    (SlotState.ACTIVE, SlotEvent.QUEUE): SlotState.ACTIVE,
+    (SlotState.ACTIVE, SlotEvent.LEAVE): SlotState.ACTIVE,
+    (SlotState.ACTIVE, SlotEvent.END): SlotState.IDLE,
+    (SlotState.ACTIVE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel clears the slot at once
+    (SlotState.ACTIVE, SlotEvent.CLOSE): SlotState.CLOSED,
+    (SlotState.CLOSED, SlotEvent.CANCEL): SlotState.CLOSED,
+    (SlotState.CLOSED, SlotEvent.CLOSE): SlotState.CLOSED,
+    (SlotState.CLOSED, SlotEvent.END): SlotState.CLOSED,  # a turn unwinding after close
+    (SlotState.CLOSED, SlotEvent.LEAVE): SlotState.CLOSED,  # the line is sent away on close
+    # (IDLE, END): a turn that already lost the slot must use end_if_current.
+    # (ACTIVE, START): refused by try_start before the table is consulted.
+    # (CLOSED, START): refused by try_start.
+    # (CLOSED, QUEUE): refused by enqueue.
+}
+
+
+def next_state(state: SlotState, event: SlotEvent) -> SlotState:
+    """Look up the table; raise :class:`IllegalTransition` for a pair it does not allow."""
+    try:
+        return SLOT_TABLE[(state, event)]
+    except KeyError:
+        raise IllegalTransition("prompt slot", state.value, event.value) from None
+
+
+class PromptSlot:
+    """Holds the session's active :class:`Turn`, or nothing, and the line of prompts
+    waiting for it (busy policy queue), first come first served.
+
+    Every change is a compare-and-set: ``try_start`` only succeeds on an empty slot,
+    ``end_if_current`` only clears the slot if it still holds *that* turn. All of it
+    runs on the event loop thread without awaiting, so each operation is atomic. A
+    waiter stays first in line from its wake-up until it holds the slot, so a prompt
+    read in between lines up behind it (the caller checks :attr:`waiting`).
+    """
+
+    __slots__ = ("_line", "_state", "_turn")
+
+    def __init__(self) -> None:
+        self._state = SlotState.IDLE
+        self._turn: Turn | None = None
+        self._line: deque[anyio.Event] | None = None  # made by the first waiter
+
+    @property
+    def waiting(self) -> bool:
+        """Whether prompts wait in line (a new one must line up behind them)."""
+        return bool(self._line)
+
+    def enqueue(self) -> anyio.Event | None:
+        """A place at the end of the line, set when it is first and may start; None
+        when the slot is closed."""
+        if self._state is SlotState.CLOSED:
+            return None
+        self._state = next_state(self._state, SlotEvent.QUEUE)
+        waiter = anyio.Event()
+        if self._line is None:
+            self._line = deque()
+        self._line.append(waiter)
+        return waiter
+
+    def leave(self, waiter: anyio.Event, *, pass_on: bool) -> None:
+        """Leave the line: having the slot now (``pass_on`` False), or giving up, in
+        which case a wake-up it had goes to the next in line."""
+        line = self._line
+        if not line or waiter not in line:
+            return
+        self._state = next_state(self._state, SlotEvent.LEAVE)
+        was_first = line[0] is waiter
+        line.remove(waiter)
+        if pass_on and was_first and waiter.is_set():
+            self.wake_next()
+
+    def wake_next(self) -> None:
+        """Tell the first in line that the slot may be free (it stays first until it
+        holds the slot)."""
+        if self._line:
+            self._line[0].set()
+
+    @property
+    def state(self) -> SlotState:
+        return self._state
+
+    @property
+    def turn(self) -> Turn | None:
+        return self._turn
+
+    def try_start(self, turn: Turn) -> bool:
+        """Put ``turn`` in the slot if it is idle. False if busy or closed."""
+        if self._state is not SlotState.IDLE:
+            return False
+        self._state = next_state(self._state, SlotEvent.START)
+        self._turn = turn
+        return True
+
+    def end_if_current(self, turn: Turn) -> bool:
+        """Release the slot if ``turn`` still holds it (compare-and-set)."""
+        if self._turn is not turn:
+            return False
+        self._state = next_state(self._state, SlotEvent.END)
+        self._turn = None
+        return True
+
+    def cancel(self) -> Turn | None:
+        """Clear the slot; return the turn that was active (to be cancelled), if any."""
+        turn = self._turn
+        self._state = next_state(self._state, SlotEvent.CANCEL)
+        self._turn = None
+        return turn
+
+    def close(self) -> Turn | None:
+        """Close the slot for good, sending the line away (each waiter wakes to find
+        it closed); return the turn that was active, if any."""
+        turn = self._turn
+        self._state = next_state(self._state, SlotEvent.CLOSE)
+        self._turn = None
+        line, self._line = self._line, None
+        for waiter in line or ():
+            waiter.set()
+        return turn
+
+
+class CancelReason(enum.Enum):
+    SESSION_CANCEL = "session/cancel"
+    CANCEL_REQUEST = "$/cancel_request"
+    CLOSE = "session/close"
+    SHUTDOWN = "shutdown"
+
+
+class Turn:
+    """One prompt turn. Its end is decided once, by :meth:`finish`.
+
+    ``cancel()`` may come from any code path (``session/cancel``, ``session/close``,
+    ``$/cancel_request``, shutdown); it marks the turn and cancels its scope. Whatever
+    the agent's code then does — raise, return normally, or be interrupted between two
+    updates — :meth:`finish` reports ``cancelled``.
+    """
+
+    __slots__ = ("_done", "_stop_reason", "cancel_reason", "finished", "scope", "turn_id")
+
+    def __init__(self, turn_id: str, scope: anyio.CancelScope | None = None) -> None:
+        self.turn_id = turn_id
+        self.scope = scope if scope is not None else anyio.CancelScope()
+        self.cancel_reason: CancelReason | None = None
+        self._done: anyio.Event | None = None  # made for the first waiter, if any
+        #: whether :meth:`finish` has run (set only by it; an attribute, read every turn)
+        self.finished = False
+        self._stop_reason: str | None = None
+
+    @property
+    def done(self) -> anyio.Event:
+        """Set once :meth:`finish` has run."""
+        if self._done is None:
+            self._done = anyio.Event()
+            if self.finished:
+                self._done.set()
+        return self._done
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel_reason is not None
+
+    def cancel(self, reason: CancelReason) -> None:
+        if self.finished:
+            return
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        self.scope.cancel()
+
+    def finish(self, stop_reason: str | None) -> str | None:
+        """Fix the turn's outcome exactly once; a cancelled turn always says ``cancelled``.
+
+        ``stop_reason`` is what the agent returned, or None when it raised. Returns the
+        stop reason to answer with, or None when the turn ends with an error response.
+        """
+        if self.finished:
+            raise IllegalTransition("turn", "finished", "finish")
+        self.finished = True
+        if self.cancelled:
+            self._stop_reason = "cancelled"
+        else:
+            self._stop_reason = stop_reason
+        if self._done is not None:
+            self._done.set()
+        return self._stop_reason
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self._stop_reason
