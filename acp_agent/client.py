@@ -14,6 +14,11 @@ session can be replayed exactly; ``notice`` updates are live only and never reco
 :func:`replayable` says which recorded updates a (possibly different) client may be
 sent again on ``session/load``.
 
+Its parts live beside it and are re-exported here: :mod:`acp_agent.client_capabilities`
+(what the client advertised, :func:`replayable`), :mod:`acp_agent.content` (content and
+chunk builders) and :mod:`acp_agent.client_handles` (tool call, permission and terminal
+handles).
+
 It does not know the connection: it sends through the small :class:`Outbound`
 interface, which :class:`acp_agent.connection.AgentSession` implements.
 """
@@ -22,24 +27,70 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Protocol
 
 import anyio
 import orjson
 
+from .client_capabilities import (
+    GATED_UPDATES,
+    ClientCapabilities,
+    allows_update_kind,
+    replayable,
+)
+from .client_handles import (
+    ALLOW_ONCE,
+    REJECT_ONCE,
+    TOOL_TRANSITIONS,
+    PermissionKind,
+    PermissionOption,
+    PermissionOutcome,
+    Terminal,
+    TerminalExit,
+    TerminalOutput,
+    ToolCall,
+    ToolKind,
+    ToolStatus,
+)
 from .compaction import Compaction
+from .content import (
+    as_block,
+    diff_content,
+    message_chunk,
+    terminal_content,
+    text_block,
+    text_content,
+)
 from .errors import CapabilityError, IllegalTransition, PathOutsideRoots, RequestError
 from .history import BIG_EVENT
 from .session import Session
 
-JSON = dict[str, Any]
-
-ToolKind = Literal[
-    "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
+__all__ = [
+    "ALLOW_ONCE",
+    "GATED_UPDATES",
+    "REJECT_ONCE",
+    "TOOL_TRANSITIONS",
+    "ClientCapabilities",
+    "Outbound",
+    "PermissionKind",
+    "PermissionOption",
+    "PermissionOutcome",
+    "SessionClient",
+    "Terminal",
+    "TerminalExit",
+    "TerminalOutput",
+    "ToolCall",
+    "ToolKind",
+    "ToolStatus",
+    "as_block",
+    "diff_content",
+    "replayable",
+    "terminal_content",
+    "text_block",
+    "text_content",
 ]
-ToolStatus = Literal["pending", "in_progress", "completed", "failed"]
-PermissionKind = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+
+JSON = dict[str, Any]
 
 
 class Outbound(Protocol):
@@ -50,297 +101,6 @@ class Outbound(Protocol):
     async def notify(self, method: str, params: JSON) -> None: ...
 
     async def notify_json(self, method: str, params_json: bytes) -> None: ...
-
-
-class ClientCapabilities:
-    """What the client advertised in ``initialize``, read with the schema's exact encodings.
-
-    Anything missing is unsupported. Booleans must be ``true``; object markers must be
-    present and non-null (``{}`` counts).
-    """
-
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: Mapping[str, Any] | None = None) -> None:
-        self.raw: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-
-    def _obj(self, *path: str) -> Mapping[str, Any] | None:
-        node: Any = self.raw
-        for key in path:
-            if not isinstance(node, Mapping):
-                return None
-            node = node.get(key)
-        return node if isinstance(node, Mapping) else None
-
-    def _flag(self, *path: str) -> bool:
-        parent = self._obj(*path[:-1]) if len(path) > 1 else self.raw
-        return parent is not None and parent.get(path[-1]) is True
-
-    @property
-    def read_text_file(self) -> bool:
-        return self._flag("fs", "readTextFile")
-
-    @property
-    def write_text_file(self) -> bool:
-        return self._flag("fs", "writeTextFile")
-
-    @property
-    def terminal(self) -> bool:
-        return self._flag("terminal")
-
-    @property
-    def auth_terminal(self) -> bool:
-        """``auth.terminal``, or the legacy ``_meta["terminal-auth"]`` clients still send."""
-        return self._flag("auth", "terminal") or self._flag("_meta", "terminal-auth")
-
-    @property
-    def notices(self) -> bool:
-        return self._obj("session", "notices") is not None
-
-    @property
-    def compaction(self) -> bool:
-        return self._obj("session", "compaction") is not None
-
-    @property
-    def elicitation_form(self) -> bool:
-        return self._obj("elicitation", "form") is not None
-
-    @property
-    def elicitation_url(self) -> bool:
-        return self._obj("elicitation", "url") is not None
-
-    @property
-    def boolean_config_options(self) -> bool:
-        return self._obj("session", "configOptions", "boolean") is not None
-
-
-# update kinds a client must have advertised (by the capability that names them)
-GATED_UPDATES: Final[Mapping[str, str]] = {
-    "notice": "session.notices",
-    "compaction_update": "session.compaction",
-    "compaction_summary_chunk": "session.compaction",
-}
-
-
-def _allows(capabilities: ClientCapabilities, kind: str) -> bool:
-    return capabilities.notices if kind == "notice" else capabilities.compaction
-
-
-def replayable(capabilities: ClientCapabilities, update: Mapping[str, Any]) -> bool:
-    """Whether a recorded ``update`` may be sent to this client on ``session/load``."""
-    kind = update.get("sessionUpdate")
-    return kind not in GATED_UPDATES or _allows(capabilities, str(kind))
-
-
-# ------------------------------------------------------------------ content helpers
-
-
-def text_block(text: str) -> JSON:
-    return {"type": "text", "text": text}
-
-
-def as_block(content: str | Mapping[str, Any]) -> JSON:
-    return text_block(content) if isinstance(content, str) else dict(content)
-
-
-def _chunk(kind: str, content: str | Mapping[str, Any], message_id: str | None) -> JSON:
-    """A message chunk update. (The senders return ``update``'s coroutine rather than
-    await it in one of their own: one coroutine a chunk, not two.)"""
-    # as_block, inlined for text (every streamed chunk)
-    block = {"type": "text", "text": content} if type(content) is str else as_block(content)
-    update: JSON = {"sessionUpdate": kind, "content": block}
-    if message_id is not None:
-        update["messageId"] = message_id
-    return update
-
-
-def text_content(text: str) -> JSON:
-    """A tool-call content item holding plain text."""
-    return {"type": "content", "content": text_block(text)}
-
-
-def diff_content(path: str, new_text: str, old_text: str | None = None) -> JSON:
-    item: JSON = {"type": "diff", "path": path, "newText": new_text}
-    if old_text is not None:
-        item["oldText"] = old_text
-    return item
-
-
-def terminal_content(terminal_id: str) -> JSON:
-    return {"type": "terminal", "terminalId": terminal_id}
-
-
-# ------------------------------------------------------------------ tool calls
-
-# Legal tool-call status moves (v1 has no "cancelled" status).
-TOOL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
-    "pending": frozenset({"pending", "in_progress", "completed", "failed"}),
-    "in_progress": frozenset({"in_progress", "completed", "failed"}),
-    "completed": frozenset(),
-    "failed": frozenset(),
-}
-
-
-class ToolCall:
-    """A tool call announced to the client. Its status only moves forward."""
-
-    __slots__ = ("_client", "id", "status")
-
-    def __init__(self, client: SessionClient, tool_call_id: str, status: str) -> None:
-        self._client = client
-        self.id = tool_call_id
-        self.status = status
-
-    @property
-    def finished(self) -> bool:
-        return self.status in ("completed", "failed")
-
-    def _check(self, status: str | None) -> None:
-        if status is not None and status not in TOOL_TRANSITIONS[self.status]:
-            raise IllegalTransition(f"tool call {self.id}", self.status, status)
-
-    async def update(
-        self,
-        *,
-        status: ToolStatus | None = None,
-        title: str | None = None,
-        kind: ToolKind | None = None,
-        content: Sequence[JSON] | None = None,
-        locations: Sequence[JSON] | None = None,
-        raw_input: Any = None,
-        raw_output: Any = None,
-        meta: Mapping[str, Any] | None = None,
-        name: str | None = None,
-    ) -> None:
-        """Send a ``tool_call_update`` with only the given fields."""
-        self._check(status)
-        update: JSON = {"sessionUpdate": "tool_call_update", "toolCallId": self.id}
-        if status is not None:
-            update["status"] = status
-        if title is not None:
-            update["title"] = title
-        if name is not None:
-            update["name"] = name
-        if kind is not None:
-            update["kind"] = kind
-        if content is not None:
-            update["content"] = list(content)
-        if locations is not None:
-            update["locations"] = list(locations)
-        if raw_input is not None:
-            update["rawInput"] = raw_input
-        if raw_output is not None:
-            update["rawOutput"] = raw_output
-        if meta is not None:
-            update["_meta"] = dict(meta)
-        await self._client.update(update)
-        if status is not None:
-            self.status = status
-
-    async def start(self) -> None:
-        await self.update(status="in_progress")
-
-    async def complete(self, content: Sequence[JSON] | None = None, raw_output: Any = None) -> None:
-        await self.update(status="completed", content=content, raw_output=raw_output)
-
-    async def fail(self, content: Sequence[JSON] | None = None, raw_output: Any = None) -> None:
-        await self.update(status="failed", content=content, raw_output=raw_output)
-
-    def as_update(self) -> JSON:
-        return {"toolCallId": self.id}
-
-
-# ------------------------------------------------------------------ permission
-
-
-@dataclass(frozen=True, slots=True)
-class PermissionOption:
-    option_id: str
-    name: str
-    kind: PermissionKind
-
-    def to_wire(self) -> JSON:
-        return {"optionId": self.option_id, "name": self.name, "kind": self.kind}
-
-
-ALLOW_ONCE: Final = PermissionOption("allow_once", "Allow once", "allow_once")
-REJECT_ONCE: Final = PermissionOption("reject_once", "Reject", "reject_once")
-
-
-@dataclass(frozen=True, slots=True)
-class PermissionOutcome:
-    """The client's answer: an option it selected, or ``cancelled``."""
-
-    cancelled: bool
-    option: PermissionOption | None = None
-
-    @property
-    def allowed(self) -> bool:
-        return self.option is not None and self.option.kind.startswith("allow")
-
-
-# ------------------------------------------------------------------ terminals
-
-
-@dataclass(frozen=True, slots=True)
-class TerminalExit:
-    exit_code: int | None
-    signal: str | None
-
-    @classmethod
-    def from_wire(cls, data: Any) -> TerminalExit:
-        data = data if isinstance(data, Mapping) else {}
-        code = data.get("exitCode")
-        sig = data.get("signal")
-        return cls(code if isinstance(code, int) else None, sig if isinstance(sig, str) else None)
-
-
-@dataclass(frozen=True, slots=True)
-class TerminalOutput:
-    output: str
-    truncated: bool
-    exit_status: TerminalExit | None
-
-
-class Terminal:
-    """A terminal created on the client. Use it through :meth:`SessionClient.terminal`,
-    which releases it on every way out (normal, error, cancellation)."""
-
-    __slots__ = ("_client", "id", "released")
-
-    def __init__(self, client: SessionClient, terminal_id: str) -> None:
-        self._client = client
-        self.id = terminal_id
-        self.released = False
-
-    def _params(self) -> JSON:
-        return {"sessionId": self._client.session_id, "terminalId": self.id}
-
-    async def wait_for_exit(self) -> TerminalExit:
-        result = await self._client.outbound.call("terminal/wait_for_exit", self._params())
-        return TerminalExit.from_wire(result)
-
-    async def output(self) -> TerminalOutput:
-        result = await self._client.outbound.call("terminal/output", self._params())
-        data = result if isinstance(result, Mapping) else {}
-        status = data.get("exitStatus")
-        return TerminalOutput(
-            output=str(data.get("output", "")),
-            truncated=bool(data.get("truncated", False)),
-            exit_status=TerminalExit.from_wire(status) if status is not None else None,
-        )
-
-    async def kill(self) -> None:
-        await self._client.outbound.call("terminal/kill", self._params())
-
-    async def release(self) -> None:
-        if self.released:
-            return
-        self.released = True
-        await self._client.outbound.call("terminal/release", self._params())
-
-
-# ------------------------------------------------------------------ the handle
 
 
 class SessionClient:
@@ -379,7 +139,7 @@ class SessionClient:
         """
         kind: str = update["sessionUpdate"]
         if kind in GATED_UPDATES:
-            if not _allows(self.capabilities, kind):
+            if not allows_update_kind(self.capabilities, kind):
                 raise CapabilityError("session/update", GATED_UPDATES[kind])
             if kind == "notice":
                 await self.outbound.notify(
@@ -417,19 +177,19 @@ class SessionClient:
         self, content: str | Mapping[str, Any], message_id: str | None = None
     ) -> Awaitable[None]:
         """Send an ``agent_message_chunk`` (await it)."""
-        return self.update(_chunk("agent_message_chunk", content, message_id))
+        return self.update(message_chunk("agent_message_chunk", content, message_id))
 
     def thought(
         self, content: str | Mapping[str, Any], message_id: str | None = None
     ) -> Awaitable[None]:
         """Send an ``agent_thought_chunk`` (await it)."""
-        return self.update(_chunk("agent_thought_chunk", content, message_id))
+        return self.update(message_chunk("agent_thought_chunk", content, message_id))
 
     def user_message(
         self, content: str | Mapping[str, Any], message_id: str | None = None
     ) -> Awaitable[None]:
         """Send a ``user_message_chunk`` (await it)."""
-        return self.update(_chunk("user_message_chunk", content, message_id))
+        return self.update(message_chunk("user_message_chunk", content, message_id))
 
     async def plan(self, entries: Sequence[Mapping[str, Any]]) -> None:
         """Send the complete plan (each entry: content, priority, status)."""
