@@ -194,6 +194,21 @@ class Timestamps:
         return f"{self._prefix}.{fraction:06d}Z"
 
 
+def as_created(record: SessionRecord, now: str) -> SessionRecord:
+    """``record`` as a store keeps it on ``create``: plain values, stamped ``now`` if unset."""
+    return SessionRecord(
+        session_id=record.session_id,
+        cwd=record.cwd,
+        owner=record.owner,
+        additional_directories=tuple(record.additional_directories),
+        title=record.title,
+        mode_id=record.mode_id,
+        config=orjson.loads(orjson.dumps(dict(record.config))),
+        created_at=record.created_at or now,
+        updated_at=record.updated_at or now,
+    )
+
+
 def encode_cursor(record: SessionRecord) -> str:
     """The opaque cursor naming ``record`` as the last row of a page."""
     key = [record.updated_at, record.session_id]

@@ -46,6 +46,7 @@ from acp_agent.store.base import (
     SessionRecord,
     Timestamps,
     TurnRecord,
+    as_created,
     check_limit,
     check_turn_write,
     decode_cursor,
@@ -329,17 +330,7 @@ class SqliteSessionStore:
 
     async def create(self, record: SessionRecord) -> SessionRecord:
         now = self._timestamps.now()
-        stored = SessionRecord(
-            session_id=record.session_id,
-            cwd=record.cwd,
-            owner=record.owner,
-            additional_directories=tuple(record.additional_directories),
-            title=record.title,
-            mode_id=record.mode_id,
-            config=orjson.loads(orjson.dumps(dict(record.config))),
-            created_at=record.created_at or now,
-            updated_at=record.updated_at or now,
-        )
+        stored = as_created(record, now)
         row = (
             stored.session_id,
             stored.owner,
