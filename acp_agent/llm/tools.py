@@ -19,7 +19,6 @@ It does not talk to the model, and MCP tools live in :mod:`acp_agent.llm.mcp_hos
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import logging
 import os
 import re
@@ -47,6 +46,7 @@ from ..errors import AcpError, RequestError
 from ..session import Session
 from .config import LlmConfig
 from .context import META_KEY
+from .disk_search import MAX_LIST, MAX_MATCHES, search, walk
 
 log = logging.getLogger("acp_agent.llm.tools")
 
@@ -55,12 +55,6 @@ JSON = dict[str, Any]
 ALLOW_ALWAYS: Final = PermissionOption("allow_always", "Always allow", "allow_always")
 PERMISSION_OPTIONS: Final = (ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE)
 ALWAYS_KEY: Final = "llm.always_allowed"
-IGNORED_DIRS: Final = frozenset(
-    {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".mypy_cache"}
-)
-MAX_LIST: Final = 1000
-MAX_MATCHES: Final = 200
-MAX_SEARCH_FILE: Final = 2 * 1024 * 1024
 REJECTED: Final = "The user rejected this tool call. Do not retry it; ask the user how to proceed."
 
 
@@ -491,28 +485,6 @@ async def run_local(
     return (None if timed_out else process.returncode), output, timed_out
 
 
-def _walk(root: str, recursive: bool, stop: threading.Event) -> list[str]:
-    if os.path.isfile(root):
-        return [os.path.basename(root)]
-    entries: list[str] = []
-    if not recursive:
-        with os.scandir(root) as it:
-            for entry in sorted(it, key=lambda e: e.name):
-                entries.append(entry.name + ("/" if entry.is_dir() else ""))
-        return entries[:MAX_LIST]
-    for dirpath, dirnames, filenames in os.walk(root):
-        if stop.is_set():
-            break
-        dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS)
-        rel = os.path.relpath(dirpath, root)
-        prefix = "" if rel == "." else rel + "/"
-        entries.extend(prefix + d + "/" for d in dirnames)
-        entries.extend(prefix + f for f in sorted(filenames))
-        if len(entries) >= MAX_LIST:
-            break
-    return entries[:MAX_LIST]
-
-
 async def _in_thread(fn: Callable[[threading.Event], Any]) -> Any:
     """Run blocking file-system work in a thread; a cancelled turn stops waiting at once
     and tells the thread to stop."""
@@ -532,48 +504,13 @@ async def list_files(inv: Invocation, ws: Workspace) -> None:
     if not await anyio.Path(path).exists():
         raise ToolFailure(f"{path} does not exist")
     try:
-        entries: list[str] = await _in_thread(lambda stop: _walk(path, recursive, stop))
+        entries: list[str] = await _in_thread(lambda stop: walk(path, recursive, stop))
     except OSError as exc:
         raise ToolFailure(f"cannot list {path}: {exc.strerror}") from None
     text = "\n".join(entries) if entries else "(empty)"
     if len(entries) >= MAX_LIST:
         text += f"\n[listing stopped at {MAX_LIST} entries]"
     await inv.succeed(clip(text, ws.config.max_tool_output), content=[text_content(text)])
-
-
-def _search(
-    root: str, pattern: re.Pattern[str], glob: str | None, stop: threading.Event
-) -> list[tuple[str, int, str]]:
-    matches: list[tuple[str, int, str]] = []
-    files: list[str] = []
-    if os.path.isfile(root):
-        files = [root]
-    else:
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS)
-            files.extend(os.path.join(dirpath, f) for f in sorted(filenames))
-    for file in files:
-        if stop.is_set() or len(matches) >= MAX_MATCHES:
-            break
-        if glob and not (
-            fnmatch.fnmatch(os.path.basename(file), glob) or fnmatch.fnmatch(file, glob)
-        ):
-            continue
-        try:
-            if os.path.getsize(file) > MAX_SEARCH_FILE:
-                continue
-            with open(file, "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        if b"\0" in data[:8192]:
-            continue  # binary
-        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-            if pattern.search(line):
-                matches.append((file, number, line.strip()[:300]))
-                if len(matches) >= MAX_MATCHES:
-                    break
-    return matches
 
 
 async def search_files(inv: Invocation, ws: Workspace) -> None:
@@ -590,7 +527,7 @@ async def search_files(inv: Invocation, ws: Workspace) -> None:
     except re.error as exc:
         raise ToolFailure(f"invalid regular expression: {exc}") from None
     matches: list[tuple[str, int, str]] = await _in_thread(
-        lambda stop: _search(path, pattern, glob, stop)
+        lambda stop: search(path, pattern, glob, stop)
     )
     lines = [f"{ws.display(f)}:{n}: {t}" for f, n, t in matches]
     text = "\n".join(lines) if lines else "No matches."
