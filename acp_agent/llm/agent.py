@@ -54,8 +54,8 @@ from .config import KEYED_HOSTS, LlmConfig, Secret
 from .context import META_KEY, build_messages, system_prompt
 from .mcp_host import McpHost, McpSessionLink, describe, mcp_available
 from .stream import Delta, ModelResponse, TextDelta
+from .tool_schemas import BUILTIN_SCHEMAS
 from .tools import (
-    BUILTIN_SCHEMAS,
     BUILTINS,
     Invocation,
     ToolFailure,
