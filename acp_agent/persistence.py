@@ -1,5 +1,7 @@
 """Persistence glue: queues each turn's steps as History reports them and writes them
-to the :class:`~acp_agent.store.SessionStore` in order, in batches, off the turn's path.
+to the :class:`~acp_agent.store.SessionStore` in order, in batches: at once when the store
+can write without waiting (``TurnWritesNow``), else from a task of its own or awaited by
+the turn's end.
 
 It owns the write queue (:class:`Persister`), one batch of a turn's consecutive steps
 (:class:`TurnBatch`) and the per-session :class:`~acp_agent.session.TurnSink` handed to
@@ -15,7 +17,7 @@ import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import orjson
@@ -69,6 +71,8 @@ class Persister:
         self._leases = leases_of(store)  # None: a store of one host, no leases
         self._refused: dict[str, SessionLeased] = {}  # writes fenced out, by session
         self._held = held_prompts_of(store)  # None: waiting prompts are kept in memory only
+        #: the store's ``write_turn_now`` (see ``TurnWritesNow``), if it has one
+        self._write_now = getattr(store, "write_turn_now", None)
 
     def sink_for(self, session_id: str) -> SessionSink:
         """The sink of a session being opened: a failure of an earlier opening is forgotten
@@ -141,6 +145,35 @@ class Persister:
         if session_id is not None and session_id in self.failed:
             raise InternalError("the session store failed for this session; see the agent's log")
 
+    def sync_now(self, session_id: str) -> bool:
+        """``sync(session_id)`` without waiting, if the store can write what is queued at
+        once (see ``TurnWritesNow``): True when all is written, False when ``sync`` must
+        wait for the rest. Raises like ``sync``."""
+        if not self._busy:
+            self._write_queued_now()
+        if self._done < self._queued:
+            return False
+        if session_id in self.failed:
+            raise InternalError("the session store failed for this session; see the agent's log")
+        return True
+
+    def _write_queued_now(self) -> None:
+        """Write the queued batches, in order, as long as the store can at once."""
+        write_now = self._write_now
+        while write_now is not None and self._batches:
+            batch = self._batches[0]
+            try:
+                if batch.session_id not in self.failed:
+                    begin, updates = self._items(batch)
+                    if not write_now(
+                        batch.session_id, batch.turn_id, begin=begin, updates=updates, end=batch.end
+                    ):
+                        return
+                    _stored(batch)
+            except Exception as exc:
+                self._failed(batch, exc)
+            self._written(batch)
+
     async def run(self) -> None:
         """Write batches in the background (long turns stream to the store as they go)."""
         self._soon = soon()
@@ -157,27 +190,29 @@ class Persister:
         self._busy = True
         try:
             if batch.session_id not in self.failed:
-                # Large items stay packed for a store that writes them in pieces.
-                item = _same if getattr(self.store, "takes_packed_items", False) else text_of
-                await self.store.write_turn(
-                    batch.session_id,
-                    batch.turn_id,
-                    begin=None if batch.begin is None else [item(u) for u in batch.begin],
-                    updates=[item(u) for u in batch.updates],
-                    end=batch.end,
-                )
+                begin, updates = self._items(batch)
+                now = self._write_now
+                if now is None or not now(
+                    batch.session_id, batch.turn_id, begin=begin, updates=updates, end=batch.end
+                ):
+                    await self.store.write_turn(
+                        batch.session_id, batch.turn_id, begin=begin, updates=updates, end=batch.end
+                    )
         except Exception as exc:
             self._failed(batch, exc)
         else:
-            log.debug(
-                "stored %d steps of turn %s (session %s)",
-                batch.count,
-                batch.turn_id,
-                batch.session_id,
-            )
+            _stored(batch)
         finally:
             self._busy = False
             self._written(batch)
+
+    def _items(self, batch: TurnBatch) -> tuple[list[Any] | None, list[Any]]:
+        """The batch's prompt and updates as its store takes them: large items stay packed
+        for a store that writes them in pieces, others get their text."""
+        if getattr(self.store, "takes_packed_items", False):
+            return batch.begin, batch.updates
+        begin = None if batch.begin is None else [text_of(u) for u in batch.begin]
+        return begin, [text_of(u) for u in batch.updates]
 
     def _failed(self, batch: TurnBatch, exc: Exception) -> None:
         if isinstance(exc, SessionLeased):
@@ -252,8 +287,10 @@ class Persister:
             self._wake.set()
 
 
-def _same(item: JsonText | PackedJson) -> JsonText:
-    return cast(JsonText, item)  # a store with ``takes_packed_items`` takes either
+def _stored(batch: TurnBatch) -> None:
+    log.debug(
+        "stored %d steps of turn %s (session %s)", batch.count, batch.turn_id, batch.session_id
+    )
 
 
 @dataclass(slots=True)

@@ -282,10 +282,12 @@ class PromptTurns(ServerBase):
                 handle.abandon()
                 self._persister.end(session.session_id, turn.turn_id, "end_turn")
             try:
-                # Durable before the answer, shielded from this task's cancel; a failed
-                # write of this session (and only of this one) fails the turn.
-                with anyio.CancelScope(shield=True):
-                    await self._persister.sync(session.session_id)
+                # Durable before the answer: at once when the store can (nothing to
+                # shield), else awaited, shielded from this task's cancel. A failed write
+                # of this session (and only of this one) fails the turn.
+                if not self._persister.sync_now(session.session_id):
+                    with anyio.CancelScope(shield=True):
+                        await self._persister.sync(session.session_id)
             finally:
                 if session.history_turn is turn:
                     session.history_turn = None

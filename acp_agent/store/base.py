@@ -54,6 +54,7 @@ __all__ = [
     "SessionStore",
     "Timestamps",
     "TurnRecord",
+    "TurnWritesNow",
 ]
 
 JsonText = str
@@ -145,6 +146,28 @@ class SessionStore(Protocol):
 
     async def aclose(self) -> None:
         """Release the store's resources. Idempotent."""
+        ...
+
+
+class TurnWritesNow(Protocol):
+    """What a store may add to ``SessionStore``: a turn write made at once, when it can.
+
+    A turn's end calls it before awaiting ``write_turn``, so that a short turn is durable
+    without a wait; a store without it, or one that answers ``False``, is awaited.
+    """
+
+    def write_turn_now(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[JsonText] | None = None,
+        updates: Sequence[JsonText] = (),
+        end: str | None = None,
+    ) -> bool:
+        """``write_turn``, durable before this returns, if that needs no waiting (for a
+        lock, a thread or another process); else ``False``, with nothing written. Raises
+        what ``write_turn`` raises."""
         ...
 
 

@@ -106,6 +106,22 @@ class LazyStore:
             session_id, turn_id, begin=begin, updates=updates, end=end
         )
 
+    def write_turn_now(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[JsonText] | None = None,
+        updates: Sequence[JsonText] = (),
+        end: str | None = None,
+    ) -> bool:
+        """The opened store's ``write_turn_now`` (see ``TurnWritesNow``); ``False`` if it
+        has none or is not open yet."""
+        write_now = getattr(self._store, "write_turn_now", None)
+        if write_now is None:
+            return False
+        return bool(write_now(session_id, turn_id, begin=begin, updates=updates, end=end))
+
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
         return await (await self._get()).load_history(owner, session_id)
 

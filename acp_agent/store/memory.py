@@ -146,9 +146,21 @@ class MemorySessionStore:
         updates: Sequence[JsonText | PackedJson] = (),
         end: str | None = None,
     ) -> None:
-        # No pass of the event loop: a turn's answer waits for this write, and a pass would
-        # let the turn's last update leave in a write of its own.
+        # No pass of the event loop: a pass would let a turn's last update, written by
+        # the persister's task, leave in a write of its own.
         await anyio.lowlevel.checkpoint_if_cancelled()
+        self.write_turn_now(session_id, turn_id, begin=begin, updates=updates, end=end)
+
+    def write_turn_now(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[JsonText | PackedJson] | None = None,
+        updates: Sequence[JsonText | PackedJson] = (),
+        end: str | None = None,
+    ) -> bool:
+        """``write_turn`` at once (see ``TurnWritesNow``): a dict never makes it wait."""
         if self._closed:
             raise anyio.ClosedResourceError
         session = self._sessions.get(session_id)
@@ -169,6 +181,7 @@ class MemorySessionStore:
         if end is not None:
             turn.stop_reason = end
         session.record = replace(session.record, updated_at=self._timestamps.now())
+        return True
 
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
         await self._enter()

@@ -30,7 +30,7 @@ class FailingFor(MemorySessionStore):
         super().__init__()
         self.broken: set[str] = set()
 
-    async def write_turn(
+    def write_turn_now(
         self,
         session_id: str,
         turn_id: str,
@@ -38,10 +38,11 @@ class FailingFor(MemorySessionStore):
         begin: Sequence[JsonText] | None = None,
         updates: Sequence[JsonText] = (),
         end: str | None = None,
-    ) -> None:
+    ) -> bool:
+        # Both write paths (``write_turn`` awaits this one) fail.
         if session_id in self.broken:
             raise OSError("disk gone")
-        await super().write_turn(session_id, turn_id, begin=begin, updates=updates, end=end)
+        return super().write_turn_now(session_id, turn_id, begin=begin, updates=updates, end=end)
 
 
 async def prompt(client: WireClient, session: str, text: str) -> dict[str, Any]:

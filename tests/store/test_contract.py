@@ -6,7 +6,7 @@ import base64
 import itertools
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import orjson
@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from acp_agent.errors import IllegalTransition, InvalidParams, ResourceNotFound
 from acp_agent.store import DEFAULT_OWNER, PackedJson, SessionRecord, SessionStore, TurnRecord
+from acp_agent.store.base import TurnWritesNow
 
 from .conftest import MakeStore
 
@@ -432,6 +433,44 @@ async def test_turn_misuse_is_an_illegal_transition_and_changes_nothing(
     with pytest.raises(IllegalTransition, match="ended"):
         await store.write_turn("s", "t", begin=[])
     assert await store.load_history(ME, "s") == [TurnRecord("t", (user("p"),), "end_turn")]
+
+
+def now_writer(store: SessionStore) -> TurnWritesNow:
+    """The store's ``write_turn_now`` side; the test is skipped for a store without it."""
+    if not hasattr(store, "write_turn_now"):
+        pytest.skip("this store has no write_turn_now")
+    return cast(TurnWritesNow, store)
+
+
+async def test_writes_made_at_once_mix_with_awaited_ones(store: SessionStore) -> None:
+    now = now_writer(store)
+    await store.create(SessionRecord("s", cwd="/"))
+    await store.write_turn("s", "t0", begin=[user("a")])
+    assert now.write_turn_now("s", "t0", updates=[chunk("b")], end="end_turn")
+    assert now.write_turn_now("s", "t1", begin=[user("c")], updates=[chunk("d")])
+    await store.write_turn("s", "t1", end="cancelled")
+    assert await store.load_history(ME, "s") == [
+        TurnRecord("t0", (user("a"), chunk("b")), "end_turn"),
+        TurnRecord("t1", (user("c"), chunk("d")), "cancelled"),
+    ]
+
+
+async def test_a_write_made_at_once_raises_what_write_turn_raises(store: SessionStore) -> None:
+    now = now_writer(store)
+    await store.create(SessionRecord("s", cwd="/"))
+    with pytest.raises(ResourceNotFound, match="'ghost'"):
+        now.write_turn_now("ghost", "t", begin=[])
+    with pytest.raises(ResourceNotFound, match="'nope'"):
+        now.write_turn_now("s", "nope", updates=[chunk("x")])
+    assert now.write_turn_now("s", "t", begin=[user("p")], end="end_turn")
+    with pytest.raises(IllegalTransition, match="ended"):
+        now.write_turn_now("s", "t", begin=[user("again")])
+    with pytest.raises(IllegalTransition, match="ended"):
+        now.write_turn_now("s", "t", updates=[chunk("late")])
+    assert await store.load_history(ME, "s") == [TurnRecord("t", (user("p"),), "end_turn")]
+    await store.aclose()
+    with pytest.raises(anyio.ClosedResourceError):
+        now.write_turn_now("s", "u", begin=[])
 
 
 async def test_concurrent_writers_lose_nothing(store: SessionStore) -> None:

@@ -1,0 +1,74 @@
+"""The persistence glue: a turn written at once when the store can."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+import pytest
+
+from acp_agent.persistence import Persister
+from acp_agent.store import (
+    DEFAULT_OWNER,
+    JsonText,
+    LazyStore,
+    MemorySessionStore,
+    SessionRecord,
+    SessionStore,
+    TurnRecord,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def item(i: int) -> str:
+    return orjson.dumps({"sessionUpdate": "agent_message_chunk", "i": i, "pad": "x" * 64}).decode()
+
+
+class Counting(MemorySessionStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0
+
+    def write_turn_now(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[JsonText] | None = None,
+        updates: Sequence[JsonText] = (),
+        end: str | None = None,
+    ) -> bool:
+        self.now += 1
+        return super().write_turn_now(session_id, turn_id, begin=begin, updates=updates, end=end)
+
+
+async def test_a_short_turn_is_written_at_once_when_the_store_can() -> None:
+    store = Counting()
+    await store.create(SessionRecord("s", cwd="/"))
+    persister = Persister(store)
+    persister.begin("s", "t", [item(0)])
+    persister.append("s", "t", item(1))
+    persister.end("s", "t", "end_turn")
+    assert persister.sync_now("s")
+    assert store.now == 1  # one write for the whole turn
+    [turn] = await store.load_history(DEFAULT_OWNER, "s")
+    assert turn == TurnRecord("t", (item(0), item(1)), "end_turn")
+
+
+async def test_a_store_that_cannot_write_at_once_is_awaited() -> None:
+    inner = MemorySessionStore()
+    await inner.create(SessionRecord("s", cwd="/"))
+
+    async def opener() -> SessionStore:
+        return inner
+
+    store = LazyStore(opener)  # it cannot write at once until it has opened its store
+    persister = Persister(store)
+    persister.begin("s", "t", [item(0)])
+    persister.end("s", "t", "end_turn")
+    assert not persister.sync_now("s")
+    assert await inner.load_history(DEFAULT_OWNER, "s") == []
+    await persister.sync("s")
+    [turn] = await inner.load_history(DEFAULT_OWNER, "s")
+    assert turn == TurnRecord("t", (item(0),), "end_turn")
