@@ -1,45 +1,46 @@
 """``SqliteSessionStore``: the ``SessionStore`` on one SQLite file (the default store).
 
-It owns the schema and every SQL statement. One connection, used only by the store's own
-worker thread, runs every operation in arrival order, each in one transaction (``BEGIN
-IMMEDIATE`` for writes); the event loop never waits for the disk. An operation that has
-reached the thread always runs to completion (its caller waits shielded), so a cancelled
-caller never leaves a transaction half-open.
+It owns every statement that reads or writes sessions (the schema and the connections'
+settings are ``sqlite_schema``'s, the thread ``sqlite_worker``'s). Every operation runs on
+the store's worker thread, in arrival order, each in one transaction (``BEGIN IMMEDIATE``
+for writes), on the worker's connection. An operation that has reached the thread always
+runs to completion (its caller waits shielded), so a cancelled caller never leaves a
+transaction half-open.
+
+One exception keeps a short turn from waiting for a thread: ``write_turn_now`` commits a
+small turn write on the caller's thread, on a second connection whose busy timeout is
+zero, when no operation is queued or running on the worker (so none is overtaken). If
+another process holds the write lock, it is rolled back at once and the caller awaits
+``write_turn`` instead: the event loop never waits for another process.
 
 The worker checkpoints the WAL when it has nothing else to do and the WAL has grown past
-``WAL_BYTES``, so no caller waits for a checkpoint (SQLite's own would run inside the
-commit that crosses its threshold, a turn's).
+``WAL_BYTES`` (writes on the caller's thread wake it now and then to check), so no turn
+waits for a checkpoint (SQLite's own would run inside the commit that crosses its
+threshold).
 
 Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction
 survives the death of the process (a killed agent loses nothing a store call returned for);
 an operating-system crash or power loss may drop the last few, never corrupt the file.
-``busy_timeout`` lets several agent processes (two editor windows) share one file.
-
-The database and its side files are readable by their owner only, and so are the
-directories made for them, whatever the umask (see ``files``). The schema's version is ``PRAGMA
-user_version``; a file of another version is refused (nothing released has another).
+``busy_timeout`` lets several agent processes (two editor windows) share one file. The
+database and its side files are readable by their owner only, and so are the directories
+made for them, whatever the umask (see ``files``).
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
 import logging
 import os
-import queue
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, TypeVar
 
 import anyio
 import anyio.lowlevel
 import orjson
 
-from acp_agent._loop import thread_result
 from acp_agent.store.base import (
     Clock,
     JsonText,
@@ -54,8 +55,16 @@ from acp_agent.store.base import (
     session_exists,
     session_not_found,
 )
-from acp_agent.store.files import create_private_file
 from acp_agent.store.packed import PackedJson
+from acp_agent.store.sqlite_schema import (
+    BUSY_TIMEOUT_MS,
+    SCHEMA_VERSION,
+    WAL_BYTES,
+    SchemaVersionError,
+    connect_pair,
+    transaction,
+)
+from acp_agent.store.sqlite_worker import Worker
 
 __all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "SchemaVersionError", "SqliteSessionStore"]
 
@@ -63,93 +72,9 @@ _T = TypeVar("_T")
 
 log = logging.getLogger("acp_agent.store.sqlite")
 
-BUSY_TIMEOUT_MS: Final = 5000
-WAL_BYTES: Final = 4 << 20  # a WAL larger than this is checkpointed when the worker is idle
-SCHEMA_VERSION: Final = 1
-
-_SCHEMA: Final = (
-    """
-    CREATE TABLE sessions (
-        id TEXT PRIMARY KEY NOT NULL,
-        owner TEXT NOT NULL,
-        cwd TEXT NOT NULL,
-        additional_directories TEXT NOT NULL,
-        title TEXT,
-        mode_id TEXT,
-        config TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE turns (
-        id INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-        turn_id TEXT NOT NULL,
-        stop_reason TEXT,
-        UNIQUE (session_id, turn_id)
-    )
-    """,
-    """
-    CREATE TABLE updates (
-        id INTEGER PRIMARY KEY,
-        turn INTEGER NOT NULL REFERENCES turns (id) ON DELETE CASCADE,
-        body TEXT NOT NULL
-    )
-    """,
-    "CREATE INDEX updates_by_turn ON updates (turn)",
-)
-
 _COLUMNS: Final = (
     "id, owner, cwd, additional_directories, title, mode_id, config, created_at, updated_at"
 )
-
-
-class SchemaVersionError(RuntimeError):
-    """The database file has a schema version this code does not know."""
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    create_private_file(path)
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA wal_autocheckpoint = 0")  # the worker does it, when idle
-        conn.execute(f"PRAGMA journal_size_limit = {WAL_BYTES:d}")
-        _transaction(conn, lambda: _create_schema(conn), write=True)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _create_schema(conn: sqlite3.Connection) -> None:
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version == SCHEMA_VERSION:
-        return
-    if version != 0 or conn.execute("SELECT 1 FROM sqlite_master").fetchone():
-        raise SchemaVersionError(
-            f"the database has schema version {version}; this acp-agent reads only "
-            f"version {SCHEMA_VERSION}: name another file with --store"
-        )
-    for statement in _SCHEMA:
-        conn.execute(statement)
-    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
-
-
-def _transaction(conn: sqlite3.Connection, fn: Callable[[], _T], *, write: bool) -> _T:
-    conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-    try:
-        result = fn()
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return result
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
@@ -195,57 +120,30 @@ def _rowid(cursor: sqlite3.Cursor) -> int:
     return cursor.lastrowid
 
 
+INLINE_BYTES: Final = 64 << 10  # a turn write up to this size may run on the caller's thread
+CHECK_WAL_EVERY: Final = 64  # turn writes on the caller's thread between two WAL checks
+
+
+def _small(
+    begin: Sequence[JsonText | PackedJson] | None, updates: Sequence[JsonText | PackedJson]
+) -> bool:
+    size = 0
+    for items in (begin or (), updates):
+        for item in items:
+            if isinstance(item, PackedJson):
+                return False
+            size += len(item)
+    return size <= INLINE_BYTES
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite said SQLITE_BUSY: another connection holds the lock."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    return code & 0xFF == 5 if code is not None else "database is locked" in str(exc)
+
+
 def _body(value: str | bytes) -> str:
     return value if isinstance(value, str) else value.decode()
-
-
-class _Worker:
-    """The one thread that owns the connection; operations run there in arrival order.
-
-    The result is handed back to the event loop as a callback (no thread waits for the
-    loop). An operation, once queued, always runs to its end; a caller cancelled meanwhile
-    stops waiting for it.
-    """
-
-    def __init__(self, idle: Callable[[], None]) -> None:
-        """``idle`` runs on the thread after a job that no other was waiting behind."""
-        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name="acp-agent-sqlite", daemon=True)
-        self._idle = idle
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._jobs.put(None)
-
-    def _serve(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            fn, done = job
-            try:
-                outcome: tuple[bool, Any] = (True, fn())
-            except BaseException as exc:  # handed to the waiting task, which raises it
-                outcome = (False, exc)
-            del job, fn
-            idle = self._jobs.empty()  # nothing waits: after this answer, a good moment
-            with contextlib.suppress(RuntimeError):  # the event loop is already gone
-                done(outcome)
-            del done, outcome
-            if idle:
-                self._idle()
-
-    async def run(self, fn: Callable[[], _T]) -> _T:
-        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller starts nothing
-        ok, value = await thread_result(partial(self._put, fn))
-        if ok:
-            return cast(_T, value)
-        raise value
-
-    def _put(self, fn: Callable[[], object], done: Callable[[tuple[bool, Any]], object]) -> None:
-        self._jobs.put((fn, done))
 
 
 class SqliteSessionStore:
@@ -259,8 +157,10 @@ class SqliteSessionStore:
         self.path = Path(path).expanduser()
         self._timestamps = Timestamps(clock)
         self._lock = anyio.Lock()
-        self._worker: _Worker | None = None
-        self._conn: sqlite3.Connection | None = None
+        self._worker: Worker | None = None
+        self._conn: sqlite3.Connection | None = None  # the worker's
+        self._now_conn: sqlite3.Connection | None = None  # write_turn_now's: never waits
+        self._written_now = 0
         self._closed = False
 
     @classmethod
@@ -277,10 +177,10 @@ class SqliteSessionStore:
         async with self._lock:
             if self._worker is not None or self._closed:
                 raise RuntimeError("a SqliteSessionStore can be opened only once")
-            worker = self._worker = _Worker(self._checkpoint)
+            worker = self._worker = Worker(self._checkpoint)
             worker.start()
             try:
-                self._conn = await worker.run(lambda: _connect(self.path))
+                self._conn, self._now_conn = await worker.run(lambda: connect_pair(self.path))
             except BaseException:
                 self._worker = None
                 worker.stop()
@@ -312,10 +212,11 @@ class SqliteSessionStore:
         with anyio.CancelScope(shield=True):
             async with self._lock:
                 self._closed = True
-                conn, self._conn = self._conn, None
+                conns = [c for c in (self._conn, self._now_conn) if c is not None]
+                self._conn = self._now_conn = None
                 worker, self._worker = self._worker, None
                 if worker is not None:
-                    if conn is not None:
+                    for conn in conns:
                         await worker.run(conn.close)  # after every operation queued before
                     worker.stop()
 
@@ -326,7 +227,7 @@ class SqliteSessionStore:
             raise anyio.ClosedResourceError(
                 "the store is closed" if self._closed else "the store was never opened"
             )
-        return await worker.run(lambda: _transaction(conn, lambda: fn(conn), write=write))
+        return await worker.run(lambda: transaction(conn, lambda: fn(conn), write=write))
 
     async def create(self, record: SessionRecord) -> SessionRecord:
         now = self._timestamps.now()
@@ -424,6 +325,45 @@ class SqliteSessionStore:
         updates: Sequence[JsonText | PackedJson] = (),
         end: str | None = None,
     ) -> None:
+        await self._run(self._turn_writer(session_id, turn_id, begin, updates, end), write=True)
+
+    def write_turn_now(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        begin: Sequence[JsonText | PackedJson] | None = None,
+        updates: Sequence[JsonText | PackedJson] = (),
+        end: str | None = None,
+    ) -> bool:
+        """``write_turn`` on the calling thread (see ``TurnWritesNow``) when it is small and
+        the connection is free: no job of the worker queued or running, no other process
+        writing (no busy wait); ``False`` otherwise, with nothing written."""
+        conn, worker = self._now_conn, self._worker
+        if conn is None or worker is None:
+            raise anyio.ClosedResourceError
+        if not worker.free or not _small(begin, updates):
+            return False
+        write = self._turn_writer(session_id, turn_id, begin, updates, end)
+        try:
+            transaction(conn, lambda: write(conn), write=True)
+        except sqlite3.OperationalError as exc:
+            if _is_busy(exc):  # rolled back: the worker writes it, waiting its turn
+                return False
+            raise
+        self._written_now += 1
+        if self._written_now % CHECK_WAL_EVERY == 0:
+            worker.nudge()  # whose idle step checkpoints the WAL if it has grown
+        return True
+
+    def _turn_writer(
+        self,
+        session_id: str,
+        turn_id: str,
+        begin: Sequence[JsonText | PackedJson] | None,
+        updates: Sequence[JsonText | PackedJson],
+        end: str | None,
+    ) -> Callable[[sqlite3.Connection], None]:
         bodies = [*(begin or ()), *updates]
         now = self._timestamps.now()  # on the event loop's thread, as every timestamp
 
@@ -465,7 +405,7 @@ class SqliteSessionStore:
                     plain.append((turn, body))
             conn.executemany(_INSERT_UPDATE, plain)
 
-        await self._run(run, write=True)
+        return run
 
     # --- for `acp-agent-kit sessions` (not part of the SessionStore interface) ---------------
 

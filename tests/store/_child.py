@@ -3,10 +3,10 @@
 Run as ``python _child.py MODE DB N``. Modes:
 
 - ``share``: create session ``child``, print ``ready``, write N updates (while the parent
-  writes too), end the turn, print ``written``, wait for a line on stdin, then print the parent's
-  history as JSON.
-- ``crash``: create session ``crash``, begin a turn, write N updates, print ``ready`` and wait
-  to be killed.
+  writes too; at once when the store can, else awaited), end the turn, print ``written``,
+  wait for a line on stdin, then print the parent's history as JSON.
+- ``crash``: create session ``crash``, begin a turn, write N updates (half of them at once),
+  print ``ready`` and wait to be killed.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ async def share(db: str, n: int) -> None:
         await store.create(SessionRecord("child", cwd="/child"))
         await store.write_turn("child", "t0", begin=[item(who="child", prompt=True)])
         print("ready", flush=True)
-        for i in range(n):
-            await store.write_turn("child", "t0", updates=[item(who="child", i=i)])
+        for i in range(n):  # at once when it can, else awaited (the parent writes too)
+            update = [item(who="child", i=i)]
+            if not store.write_turn_now("child", "t0", updates=update):
+                await store.write_turn("child", "t0", updates=update)
         await store.write_turn("child", "t0", end="end_turn")
         print("written", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)
@@ -47,8 +49,10 @@ async def crash(db: str, n: int) -> None:
     store = await SqliteSessionStore.open(db)
     await store.create(SessionRecord("crash", cwd="/crash", title="dies mid-turn"))
     await store.write_turn("crash", "t0", begin=[item(sessionUpdate="user_message_chunk")])
-    for i in range(0, n, 10):
-        await store.write_turn("crash", "t0", updates=[item(i=j) for j in range(i, i + 10)])
+    for i in range(0, n, 10):  # half of them written at once
+        updates = [item(i=j) for j in range(i, i + 10)]
+        if i % 20 or not store.write_turn_now("crash", "t0", updates=updates):
+            await store.write_turn("crash", "t0", updates=updates)
     print("ready", flush=True)
     await anyio.sleep_forever()
 

@@ -8,12 +8,15 @@ import signal
 import sqlite3
 import stat
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import orjson
 import pytest
 from anyio.abc import Process
@@ -194,8 +197,10 @@ async def test_two_processes_share_one_file(tmp_path: Path) -> None:
             await store.write_turn("parent", "t0", begin=[item(who="parent", prompt=True)])
             async with child("share", db, n) as (process, out):
                 assert await readline(out) == b"ready"
-                for i in range(n):  # while the child writes too
-                    await store.write_turn("parent", "t0", updates=[item(who="parent", i=i)])
+                for i in range(n):  # while the child writes too, at once when it can
+                    update = [item(who="parent", i=i)]
+                    if not store.write_turn_now("parent", "t0", updates=update):
+                        await store.write_turn("parent", "t0", updates=update)
                 await store.write_turn("parent", "t0", end="end_turn")
                 assert await readline(out) == b"written"
                 assert process.stdin is not None
@@ -247,6 +252,58 @@ async def test_the_worker_checkpoints_a_large_wal_when_idle(tmp_path: Path) -> N
         await store.get(ME, "s")
         assert os.stat(f"{db}-wal").st_size <= sqlite_store.WAL_BYTES
         assert [t.turn_id for t in await store.load_history(ME, "s")] == ["big", "small"]
+
+
+async def test_a_write_at_once_overtakes_nothing_and_waits_for_no_one(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        with closing(sqlite3.connect(db, isolation_level=None)) as other:
+            other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            assert not store.write_turn_now("s", "t", begin=[item(n=0)])
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(partial(store.write_turn, "s", "t", begin=[item(n=1)]))
+                await anyio.wait_all_tasks_blocked()
+                other.execute("COMMIT")
+                # The awaited write is queued or running: a write at once would overtake it.
+                assert not store.write_turn_now("s", "t", updates=[item(n=2)])
+        assert store.write_turn_now("s", "t", updates=[item(n=3)], end="end_turn")
+        [turn] = await store.load_history(ME, "s")
+        assert turn == TurnRecord("t", (item(n=1), item(n=3)), "end_turn")
+
+
+async def test_a_large_write_is_never_made_on_the_callers_thread(tmp_path: Path) -> None:
+    async with await SqliteSessionStore.open(tmp_path / "s.sqlite3") as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        big = item(text="x" * sqlite_store.INLINE_BYTES)
+        assert not store.write_turn_now("s", "t", begin=[big])
+        assert not store.write_turn_now("s", "t", begin=[PackedJson.pack(b"{}")])
+        assert await store.load_history(ME, "s") == []
+
+
+async def test_writes_at_once_have_the_worker_checkpoint_the_wal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "CHECK_WAL_EVERY", 4)
+    db = tmp_path / "s.sqlite3"
+    checkpointed = threading.Event()
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        worker = store._worker
+        assert worker is not None
+        idle_step = worker._idle
+
+        def watched() -> None:  # on the worker thread
+            idle_step()
+            if db.stat().st_size > 4_000_000:
+                checkpointed.set()
+
+        worker._idle = watched
+        text = item(text="x" * 60_000)
+        for i in range(100):  # 6 MB in the WAL, and no operation for the worker
+            assert store.write_turn_now("s", f"t{i}", begin=[text], end="end_turn")
+        assert await anyio.to_thread.run_sync(checkpointed.wait, 20)  # bound: a failure only
+        assert len(await store.load_history(ME, "s")) == 100
 
 
 async def test_packed_items_are_written_in_pieces_and_come_back_as_text(tmp_path: Path) -> None:
