@@ -30,11 +30,15 @@ from .store.shared import held_prompts_of, leases_of
 
 log = logging.getLogger("acp_agent.persistence")
 
+#: a batch whose updates' text reaches this length is written at once, if the store can
+#: (the SQLite store writes up to 64 KiB on the caller's thread)
+FLUSH_BYTES = 32 * 1024
+
 
 class TurnBatch:
     """Consecutive steps of one turn, written to the store in one ``write_turn``."""
 
-    __slots__ = ("begin", "count", "end", "sealed", "session_id", "turn_id", "updates")
+    __slots__ = ("begin", "count", "end", "sealed", "session_id", "size", "turn_id", "updates")
 
     def __init__(self, session_id: str, turn_id: str) -> None:
         self.session_id = session_id
@@ -43,6 +47,7 @@ class TurnBatch:
         self.updates: list[Any] = []
         self.end: str | None = None
         self.count = 0  # how many pushes this batch holds
+        self.size = 0  # the length of its updates' text (a packed one counts as large)
         self.sealed = False  # being written: later pushes start a new batch
 
 
@@ -119,6 +124,11 @@ class Persister:
         batch.updates.append(update)
         batch.count += 1
         self._queued += 1
+        batch.size += FLUSH_BYTES if isinstance(update, PackedJson) else len(update)
+        if batch.size >= FLUSH_BYTES and not self._busy:
+            # A long turn is written as it goes, here if the store can do it at once: a
+            # worker thread would hardly get the interpreter from a busy loop meanwhile.
+            self._write_queued_now()
 
     def end(self, session_id: str, turn_id: str, stop_reason: str) -> None:
         batch = self._batch(session_id, turn_id)

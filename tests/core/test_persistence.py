@@ -1,4 +1,5 @@
-"""The persistence glue: a turn written at once when the store can."""
+"""The persistence glue: a turn written at once when the store can, and a long turn's
+queue kept short."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 import orjson
 import pytest
 
-from acp_agent.persistence import Persister
+from acp_agent.persistence import FLUSH_BYTES, Persister
 from acp_agent.store import (
     DEFAULT_OWNER,
     JsonText,
@@ -72,3 +73,23 @@ async def test_a_store_that_cannot_write_at_once_is_awaited() -> None:
     await persister.sync("s")
     [turn] = await inner.load_history(DEFAULT_OWNER, "s")
     assert turn == TurnRecord("t", (item(0),), "end_turn")
+
+
+async def test_a_long_turn_is_written_as_it_goes_not_queued_whole() -> None:
+    # No task runs the persister here: only what the sends themselves write reaches the
+    # store, and what is left queued is under one batch's worth.
+    store = Counting()
+    await store.create(SessionRecord("s", cwd="/"))
+    persister = Persister(store)
+    persister.begin("s", "t", [item(-1)])
+    n = 10_000
+    for i in range(n):
+        persister.append("s", "t", item(i))
+    [turn] = await store.load_history(DEFAULT_OWNER, "s")
+    left = n + 1 - len(turn.updates)
+    assert left * len(item(0)) < FLUSH_BYTES
+    assert store.now > 1
+    persister.end("s", "t", "end_turn")
+    assert persister.sync_now("s")
+    [turn] = await store.load_history(DEFAULT_OWNER, "s")
+    assert turn == TurnRecord("t", (item(-1), *map(item, range(n))), "end_turn")
