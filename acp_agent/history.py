@@ -44,7 +44,7 @@ class TurnSink(Protocol):
 
 
 CHUNK_EVENTS: Final = 256  # events per compressed history chunk
-BIG_EVENT: Final = 64 * 1024  # bytes of JSON above which an event is compressed alone
+BIG_EVENT: Final = 64 * 1024  # bytes of JSON above which an event is packed alone
 
 
 class TurnLog:
@@ -66,7 +66,7 @@ class TurnLog:
         interrupted: bool = False,
     ) -> None:
         self.turn_id = turn_id
-        self._chunks: list[bytes] = []  # zlib of newline-joined JSON texts
+        self._chunks: list[bytes | PackedJson] = []  # zlib of newline-joined texts, or one big
         self._tail: list[JsonText] = []
         self._count = 0
         self._first: str | None = None
@@ -80,7 +80,10 @@ class TurnLog:
         """The turn's events, decoded (a fresh list each time)."""
         out: list[JSON] = []
         for chunk in self._chunks:
-            out.extend(orjson.loads(line) for line in zlib.decompress(chunk).split(b"\n"))
+            if isinstance(chunk, PackedJson):
+                out.append(chunk.load())
+            else:
+                out.extend(orjson.loads(line) for line in zlib.decompress(chunk).split(b"\n"))
         out.extend(orjson.loads(raw) for raw in self._tail)
         return out
 
@@ -100,11 +103,11 @@ class TurnLog:
             self._first = kind if isinstance(kind, str) else None
         self._count += 1
         if len(data) > BIG_EVENT:
-            # a large event (a pasted file, a big tool output): compressed on its own,
+            # a large event (a pasted file, a big tool output): packed on its own,
             # straight from the encoded bytes (no text copy of it is made)
             self._seal()
             packed = PackedJson.pack(data)
-            self._chunks.append(packed.data)
+            self._chunks.append(packed)
             return packed
         # text, not bytes: orjson's bytes keep a 4 KiB buffer each
         raw = data.decode() if isinstance(data, bytes) else bytes(data).decode()

@@ -218,7 +218,7 @@ class Persister:
 
     def _items(self, batch: TurnBatch) -> tuple[list[Any] | None, list[Any]]:
         """The batch's prompt and updates as its store takes them: large items stay packed
-        for a store that writes them in pieces, others get their text."""
+        for a store that keeps them packed, others get their text."""
         if getattr(self.store, "takes_packed_items", False):
             return batch.begin, batch.updates
         begin = None if batch.begin is None else [text_of(u) for u in batch.begin]

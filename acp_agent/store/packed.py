@@ -1,16 +1,17 @@
-"""``PackedJson``: a large history item's JSON text, compressed, as history hands it over.
+"""``PackedJson``: a large history item's JSON text, as history hands it over.
 
-History keeps a large item (a pasted file, a big tool output) compressed, and hands it to
-the persistence glue in that form, so that no second full-size copy lives while the turn
-runs. The glue expands it to JSON text just before a write, unless the store says it takes
-packed items (``takes_packed_items``): the SQLite store writes them in pieces, so that the
-whole text never exists at once.
+History keeps a large item (a pasted file, a big tool output) packed, and hands it to the
+persistence glue in that form, so that no second full-size copy lives while the turn runs.
+Packed means zlib-compressed when the text compresses well, and the text as it is when it
+does not (base64, minified or already compressed data): there zlib costs many times more
+time than it saves space. The glue expands an item to JSON text just before a write, unless
+the store says it takes packed items (``takes_packed_items``): the SQLite and memory stores
+keep them packed and expand them only when a session's history is loaded.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,36 +19,35 @@ import orjson
 
 __all__ = ["PackedJson", "text_of"]
 
+SAMPLE = 64 * 1024  # bytes of a text tried before the whole of it is compressed
+
 
 @dataclass(frozen=True, slots=True)
 class PackedJson:
-    """zlib of the UTF-8 JSON text of one object; ``size`` is the length of that text."""
+    """The UTF-8 JSON text of one object: zlib of it if ``compressed``, else the text itself;
+    ``size`` is the length of the text."""
 
     data: bytes
     size: int
+    compressed: bool = True
 
     @classmethod
     def pack(cls, text: bytes | memoryview) -> PackedJson:
-        return cls(zlib.compress(text, 1), len(text))
+        """Compress ``text`` if its first ``SAMPLE`` bytes shrink by half; else keep it."""
+        sample = text[:SAMPLE]
+        if len(zlib.compress(sample, 1)) * 2 < len(sample):
+            return cls(zlib.compress(text, 1), len(text))
+        return cls(bytes(text), len(text), compressed=False)
+
+    def raw(self) -> bytes:
+        """The UTF-8 JSON text."""
+        return zlib.decompress(self.data) if self.compressed else self.data
 
     def text(self) -> str:
-        return zlib.decompress(self.data).decode()
-
-    def pieces(self, size: int = 1 << 20) -> Iterator[bytes]:
-        """The UTF-8 text in pieces of at most ``size`` bytes."""
-        unpack = zlib.decompressobj()
-        data = self.data
-        while data:
-            piece = unpack.decompress(data, size)
-            data = unpack.unconsumed_tail
-            if piece:
-                yield piece
-        rest = unpack.flush()
-        if rest:
-            yield rest
+        return self.raw().decode()
 
     def load(self) -> Any:
-        return orjson.loads(zlib.decompress(self.data))
+        return orjson.loads(self.raw())
 
 
 def text_of(item: str | PackedJson) -> str:

@@ -32,6 +32,7 @@ import builtins
 import logging
 import os
 import sqlite3
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -100,18 +101,13 @@ _INSERT_UPDATE: Final = "INSERT INTO updates (turn, body) VALUES (?, ?)"
 
 
 def _insert_packed(conn: sqlite3.Connection, turn: int, item: PackedJson) -> None:
-    """A large item's text, written in pieces into a blob of its size, so that the whole
-    text never exists at once (Python 3.11+; before, it is written whole)."""
-    blobopen = getattr(conn, "blobopen", None)
-    if blobopen is None:
-        conn.execute(_INSERT_UPDATE, (turn, item.text()))
-        return
-    cursor = conn.execute(
-        "INSERT INTO updates (turn, body) VALUES (?, zeroblob(?))", (turn, item.size)
-    )
-    with blobopen("updates", "body", _rowid(cursor)) as blob:
-        for piece in item.pieces():
-            blob.write(piece)
+    """A large item, stored packed: as a BLOB if compressed, else as its text."""
+    if item.compressed:
+        conn.execute(_INSERT_UPDATE, (turn, item.data))
+    else:  # its UTF-8 bytes become the TEXT value, with no copy of them made in Python
+        conn.execute(
+            "INSERT INTO updates (turn, body) VALUES (?, CAST(? AS TEXT))", (turn, item.data)
+        )
 
 
 def _rowid(cursor: sqlite3.Cursor) -> int:
@@ -143,13 +139,14 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 def _body(value: str | bytes) -> str:
-    return value if isinstance(value, str) else value.decode()
+    """An update's JSON text: a TEXT body as it is, a BLOB body (a packed item) expanded."""
+    return value if isinstance(value, str) else zlib.decompress(value).decode()
 
 
 class SqliteSessionStore:
     """A ``SessionStore`` on one SQLite file; create it with ``await SqliteSessionStore.open``."""
 
-    #: ``write_turn`` also takes :class:`PackedJson` items, written in pieces
+    #: ``write_turn`` also takes :class:`PackedJson` items, stored compressed
     takes_packed_items: Final = True
 
     def __init__(self, path: str | os.PathLike[str], *, clock: Clock | None = None) -> None:
@@ -410,7 +407,7 @@ class SqliteSessionStore:
     # --- for `acp-agent-kit sessions` (not part of the SessionStore interface) ---------------
 
     async def sizes(self, owner: str) -> dict[str, tuple[int, int]]:
-        """Each of the owner's sessions: (its turns, the bytes of its history's text)."""
+        """Each of the owner's sessions: (its turns, the bytes its history takes in the file)."""
 
         def run(conn: sqlite3.Connection) -> dict[str, tuple[int, int]]:
             rows = conn.execute(

@@ -3,6 +3,7 @@ processes, crash safety and private files."""
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import sqlite3
@@ -306,7 +307,7 @@ async def test_writes_at_once_have_the_worker_checkpoint_the_wal(
         assert len(await store.load_history(ME, "s")) == 100
 
 
-async def test_packed_items_are_written_in_pieces_and_come_back_as_text(tmp_path: Path) -> None:
+async def test_packed_items_are_stored_compressed_and_come_back_as_text(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
     big = item(text="x" * 3_000_000 + " 日本語 🎉")
     prompt = item(text="p" * 300_000)
@@ -321,3 +322,18 @@ async def test_packed_items_are_written_in_pieces_and_come_back_as_text(tmp_path
         )
         [turn] = await store.load_history(ME, "s")
         assert turn.updates == (prompt, item(a=1), item(b=2), item(c=3), big, item(d=4))
+        [(_, stored)] = (await store.sizes(ME)).items()
+        assert stored[1] < 100_000  # the 3.3 MB of text went in compressed
+
+
+async def test_packed_items_that_do_not_compress_are_stored_as_text(tmp_path: Path) -> None:
+    text = item(text=base64.b64encode(os.urandom(300_000)).decode())
+    packed = PackedJson.pack(text.encode())
+    assert not packed.compressed  # zlib would save a quarter of it, at great cost
+    async with await SqliteSessionStore.open(tmp_path / "s.sqlite3") as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.write_turn("s", "t", begin=[packed, item(a=1)], end="end_turn")
+        [turn] = await store.load_history(ME, "s")
+        assert turn.updates == (text, item(a=1))
+        [(_, (_, stored))] = (await store.sizes(ME)).items()
+        assert stored == len(text.encode()) + len(item(a=1))
