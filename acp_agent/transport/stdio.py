@@ -20,13 +20,14 @@ It deliberately knows nothing of frames, JSON-RPC or ACP: it moves bytes.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import stat
 import sys
 from collections.abc import Callable
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.lowlevel
@@ -37,6 +38,20 @@ if TYPE_CHECKING:
     import asyncio
 
 __all__ = ["StdioTransport", "StdoutReservation", "reserve_stdout"]
+
+
+PIPE_BYTES: Final = 1 << 20  # what a pipe is asked to hold (Linux's default is 64 KiB)
+
+
+def _grow_pipe(fd: int) -> None:
+    """Ask for a larger buffer if ``fd`` is a pipe (Linux): fewer reads, writes and
+    wake-ups per large message. Anything else, or a refusal, leaves it as it is."""
+    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setpipe is None:
+        return
+    with contextlib.suppress(OSError):
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            fcntl.fcntl(fd, setpipe, PIPE_BYTES)
 
 
 class StdioTransport:
@@ -92,6 +107,7 @@ class StdioTransport:
         if fd not in self._saved_blocking:
             self._saved_blocking[fd] = os.get_blocking(fd)
             os.set_blocking(fd, False)
+            _grow_pipe(fd)
 
     async def receive(self) -> bytes:
         """Up to ``chunk_size`` bytes, waiting until some arrive."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pathlib
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ from anyio import wait_all_tasks_blocked
 
 from acp_agent.errors import OversizedLine
 from acp_agent.jsonrpc import LineBuffer
-from acp_agent.transport import PushReceive, StdioTransport, Transport, memory_pair
+from acp_agent.transport import PushReceive, StdioTransport, Transport, memory_pair, stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -408,3 +409,12 @@ async def test_receive_each_reads_sources_epoll_cannot_watch(
     async with t:
         with anyio.fail_after(5):
             assert await collect_each(t) == expected
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
+async def test_stdio_asks_its_pipes_for_a_larger_buffer() -> None:
+    async with pipe_pair() as (a, b):
+        await a.send(b"ping\n")
+        assert await b.receive() == b"ping\n"
+        for fd in (a.write_fd, b.read_fd):
+            assert fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) == stdio.PIPE_BYTES
