@@ -101,13 +101,19 @@ _INSERT_UPDATE: Final = "INSERT INTO updates (turn, body) VALUES (?, ?)"
 
 
 def _insert_packed(conn: sqlite3.Connection, turn: int, item: PackedJson) -> None:
-    """A large item, stored packed: as a BLOB if compressed, else as its text."""
-    if item.compressed:
+    """A large item, stored packed in a BLOB: zlib of its text, or its text when that does
+    not compress, written in pieces so that SQLite makes no copy of the whole."""
+    blobopen = getattr(conn, "blobopen", None)  # Python 3.11+
+    if item.compressed or blobopen is None:
         conn.execute(_INSERT_UPDATE, (turn, item.data))
-    else:  # its UTF-8 bytes become the TEXT value, with no copy of them made in Python
-        conn.execute(
-            "INSERT INTO updates (turn, body) VALUES (?, CAST(? AS TEXT))", (turn, item.data)
-        )
+        return
+    cursor = conn.execute(
+        "INSERT INTO updates (turn, body) VALUES (?, zeroblob(?))", (turn, len(item.data))
+    )
+    with blobopen("updates", "body", _rowid(cursor)) as blob:
+        view = memoryview(item.data)
+        for start in range(0, len(view), PIECE):
+            blob.write(view[start : start + PIECE])
 
 
 def _rowid(cursor: sqlite3.Cursor) -> int:
@@ -116,6 +122,7 @@ def _rowid(cursor: sqlite3.Cursor) -> int:
     return cursor.lastrowid
 
 
+PIECE: Final = 1 << 20  # bytes per write of a large item into its BLOB
 INLINE_BYTES: Final = 64 << 10  # a turn write up to this size may run on the caller's thread
 CHECK_WAL_EVERY: Final = 64  # turn writes on the caller's thread between two WAL checks
 
@@ -139,8 +146,11 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 
 def _body(value: str | bytes) -> str:
-    """An update's JSON text: a TEXT body as it is, a BLOB body (a packed item) expanded."""
-    return value if isinstance(value, str) else zlib.decompress(value).decode()
+    """An update's JSON text, from a TEXT body or a BLOB one (a packed item): an update is
+    a JSON object, so a BLOB that starts with ``{`` is the text itself, else zlib of it."""
+    if isinstance(value, str):
+        return value
+    return value.decode() if value[:1] == b"{" else zlib.decompress(value).decode()
 
 
 class SqliteSessionStore:

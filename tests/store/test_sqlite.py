@@ -326,7 +326,7 @@ async def test_packed_items_are_stored_compressed_and_come_back_as_text(tmp_path
         assert stored[1] < 100_000  # the 3.3 MB of text went in compressed
 
 
-async def test_packed_items_that_do_not_compress_are_stored_as_text(tmp_path: Path) -> None:
+async def test_packed_items_that_do_not_compress_are_stored_as_they_are(tmp_path: Path) -> None:
     text = item(text=base64.b64encode(os.urandom(300_000)).decode())
     packed = PackedJson.pack(text.encode())
     assert not packed.compressed  # zlib would save a quarter of it, at great cost
