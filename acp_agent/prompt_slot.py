@@ -2,9 +2,11 @@
 
 Owns :class:`PromptSlot` — the one-active-prompt rule and the FIFO line of prompts
 waiting for it, as one transition table (``idle -> active -> idle``; ``closed`` is
-terminal), guarded by a compare-and-set on a plain attribute owned by the session (no
-``contextvars``) — and :class:`Turn`, one running prompt turn: its cancel scope and its
-one authoritative end.
+terminal) whose events are start, queue, leave, end, cancel, timeout, close and shutdown,
+guarded by a compare-and-set on a plain attribute owned by the session (no
+``contextvars``) — and :class:`Turn`, one running prompt turn: its cancel scope, its time
+limit (the scope's deadline) and its one authoritative end, which says what ended it
+first: ``cancelled`` for a cancel, a close or a shutdown, an error for the time limit.
 
 It does not own what a turn says (history, :mod:`acp_agent.history`), the session's
 other state (:mod:`acp_agent.session`), JSON-RPC or transports.
@@ -13,6 +15,7 @@ other state (:mod:`acp_agent.session`), JSON-RPC or transports.
 from __future__ import annotations
 
 import enum
+import math
 from collections import deque
 from collections.abc import Mapping
 from typing import Final
@@ -38,7 +41,9 @@ class SlotEvent(enum.Enum):
     LEAVE = "leave"  # a waiting prompt leaves the line (it got the slot, or gave up)
     END = "end"  # the active turn finished (by any path)
     CANCEL = "cancel"  # session/cancel or $/cancel_request for the prompt
-    CLOSE = "close"  # session/close, session/delete, shutdown
+    TIMEOUT = "timeout"  # the active turn ran past its time limit
+    CLOSE = "close"  # session/close, session/delete
+    SHUTDOWN = "shutdown"  # the connection ends (end of input, a signal, a dropped client)
 
     __hash__ = object.__hash__  # as SlotState's
 
@@ -56,12 +61,17 @@ SLOT_TABLE: Final[Mapping[tuple[SlotState, SlotEvent], SlotState]] = {
     (SlotState.ACTIVE, SlotEvent.LEAVE): SlotState.ACTIVE,
     (SlotState.ACTIVE, SlotEvent.END): SlotState.IDLE,
     (SlotState.ACTIVE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel clears the slot at once
+    (SlotState.ACTIVE, SlotEvent.TIMEOUT): SlotState.IDLE,  # so does a timeout
     (SlotState.ACTIVE, SlotEvent.CLOSE): SlotState.CLOSED,
+    (SlotState.IDLE, SlotEvent.SHUTDOWN): SlotState.CLOSED,
+    (SlotState.ACTIVE, SlotEvent.SHUTDOWN): SlotState.CLOSED,
     (SlotState.CLOSED, SlotEvent.CANCEL): SlotState.CLOSED,
     (SlotState.CLOSED, SlotEvent.CLOSE): SlotState.CLOSED,
+    (SlotState.CLOSED, SlotEvent.SHUTDOWN): SlotState.CLOSED,
     (SlotState.CLOSED, SlotEvent.END): SlotState.CLOSED,  # a turn unwinding after close
     (SlotState.CLOSED, SlotEvent.LEAVE): SlotState.CLOSED,  # the line is sent away on close
-    # (IDLE, END): a turn that already lost the slot must use end_if_current.
+    # (IDLE, END), (IDLE, TIMEOUT), (CLOSED, TIMEOUT): a turn that no longer holds the
+    # slot ends or times out through end_if_current / time_out, which leave it alone.
     # (ACTIVE, START): refused by try_start before the table is consulted.
     # (CLOSED, START): refused by try_start.
     # (CLOSED, QUEUE): refused by enqueue.
@@ -160,11 +170,22 @@ class PromptSlot:
         self._turn = None
         return turn
 
-    def close(self) -> Turn | None:
-        """Close the slot for good, sending the line away (each waiter wakes to find
-        it closed); return the turn that was active, if any."""
+    def time_out(self, turn: Turn) -> bool:
+        """Release the slot because ``turn`` ran out of time, if it still holds it
+        (compare-and-set): the next prompt may start while it unwinds."""
+        if self._turn is not turn:
+            return False
+        self._state = next_state(self._state, SlotEvent.TIMEOUT)
+        self._turn = None
+        return True
+
+    def close(self, event: SlotEvent = SlotEvent.CLOSE) -> Turn | None:
+        """Close the slot for good (``CLOSE`` or ``SHUTDOWN``), sending the line away
+        (each waiter wakes to find it closed); return the turn that was active, if any."""
+        if event not in (SlotEvent.CLOSE, SlotEvent.SHUTDOWN):
+            raise ValueError(f"not a closing event: {event}")
         turn = self._turn
-        self._state = next_state(self._state, SlotEvent.CLOSE)
+        self._state = next_state(self._state, event)
         self._turn = None
         line, self._line = self._line, None
         for waiter in line or ():
@@ -177,15 +198,17 @@ class CancelReason(enum.Enum):
     CANCEL_REQUEST = "$/cancel_request"
     CLOSE = "session/close"
     SHUTDOWN = "shutdown"
+    TIMEOUT = "timeout"  # the turn's time limit: answered as an error, not ``cancelled``
 
 
 class Turn:
     """One prompt turn. Its end is decided once, by :meth:`finish`.
 
     ``cancel()`` may come from any code path (``session/cancel``, ``session/close``,
-    ``$/cancel_request``, shutdown); it marks the turn and cancels its scope. Whatever
-    the agent's code then does — raise, return normally, or be interrupted between two
-    updates — :meth:`finish` reports ``cancelled``.
+    ``$/cancel_request``, shutdown, the time limit); the first reason is kept, and it
+    cancels the turn's scope. Whatever the agent's code then does — raise, return
+    normally, or be interrupted between two updates — :meth:`finish` reports
+    ``cancelled``, or, when the time limit came first, None (an error answer).
     """
 
     __slots__ = ("_done", "_stop_reason", "cancel_reason", "finished", "scope", "turn_id")
@@ -210,14 +233,33 @@ class Turn:
 
     @property
     def cancelled(self) -> bool:
-        return self.cancel_reason is not None
+        """Cancelled by a request, a close or a shutdown (answered ``cancelled``)."""
+        reason = self.cancel_reason
+        return reason is not None and reason is not CancelReason.TIMEOUT
+
+    @property
+    def timed_out(self) -> bool:
+        """Ended by its time limit before anything cancelled it (answered as an error)."""
+        return self.cancel_reason is CancelReason.TIMEOUT
 
     def cancel(self, reason: CancelReason) -> None:
+        """Cancel the turn; the first reason is kept (the time limit, if it has passed)."""
         if self.finished:
             return
         if self.cancel_reason is None:
-            self.cancel_reason = reason
+            self.cancel_reason = CancelReason.TIMEOUT if self._past_deadline() else reason
         self.scope.cancel()
+
+    def expire(self) -> bool:
+        """Whether the turn timed out: its scope's deadline (its time limit) has passed,
+        and nothing cancelled it before; if so it is marked so, once."""
+        if self.cancel_reason is None and not self.finished and self._past_deadline():
+            self.cancel_reason = CancelReason.TIMEOUT
+        return self.cancel_reason is CancelReason.TIMEOUT
+
+    def _past_deadline(self) -> bool:
+        deadline = self.scope.deadline
+        return deadline != math.inf and anyio.current_time() >= deadline
 
     def finish(self, stop_reason: str | None) -> str | None:
         """Fix the turn's outcome exactly once; a cancelled turn always says ``cancelled``.
@@ -230,6 +272,8 @@ class Turn:
         self.finished = True
         if self.cancelled:
             self._stop_reason = "cancelled"
+        elif self.timed_out:
+            self._stop_reason = None
         else:
             self._stop_reason = stop_reason
         if self._done is not None:

@@ -21,7 +21,7 @@ from ..connection import RequestContext
 from ..errors import InvalidParams, ResourceNotFound
 from ..history import History, TurnLog, sanitize
 from ..paths import check_absolute_dir, check_additional_directories
-from ..prompt_slot import CancelReason
+from ..prompt_slot import CancelReason, SlotEvent
 from ..session import Session
 from ..store import SessionRecord
 from .base import (
@@ -202,7 +202,9 @@ class SessionLifecycle(ServerBase):
 
     async def _shutdown_session(self, session: Session, reason: CancelReason) -> None:
         """Cancel any running turn, wait for it to unwind, and drop the live session."""
-        turn = session.slot.close()
+        turn = session.slot.close(
+            SlotEvent.SHUTDOWN if reason is CancelReason.SHUTDOWN else SlotEvent.CLOSE
+        )
         if turn is not None:
             turn.cancel(reason)
         last = session.last_turn

@@ -6,7 +6,8 @@ Each such request takes a place in its session's line when it is read (synchrono
 in the receive loop's order) and its handler waits until it is first. A prompt takes a
 place only while others wait, and gives it up as soon as it holds or queues for the
 prompt slot, so a long turn never holds the line (a ``session/close`` behind it must
-reach it to cancel it).
+reach it to cancel it). A ``session/cancel`` marks the places in its session's line: a prompt
+waiting there answers ``cancelled`` when its turn comes, without running.
 
 It does not know what the requests do; it only orders them.
 """
@@ -21,11 +22,13 @@ import anyio
 class Place:
     """One request's place in its session's line."""
 
-    __slots__ = ("_first", "session_id")
+    __slots__ = ("_first", "cancelled", "session_id")
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         self._first = anyio.Event()
+        #: a ``session/cancel`` was read while it waited (what that means is its request's)
+        self.cancelled = False
 
     async def wait(self) -> None:
         """Wait until every request read before this one for the session is done."""
@@ -54,6 +57,11 @@ class ArrivalOrder:
         else:
             line.append(place)
         return place
+
+    def cancel(self, session_id: str) -> None:
+        """Mark every place now in the session's line as cancelled."""
+        for place in self._lines.get(session_id, ()):
+            place.cancelled = True
 
     def leave(self, place: Place) -> None:
         """Give the place up (done, failed or cancelled); the next one goes."""

@@ -139,6 +139,12 @@ class PromptTurns(ServerBase):
                 self._claim_slot(params, ctx)  # as if it had arrived now
             finally:
                 self._order.leave(place)
+            if place.cancelled:  # a session/cancel read while it waited: it will not run
+                ctx.state["cancelled"] = True
+                claimed = ctx.state.get("claim")
+                if claimed is not None:
+                    session, turn = claimed[0], claimed[1]
+                    self._cancel_turn(session, turn, CancelReason.SESSION_CANCEL)
         claim: tuple[Session, Turn, Turn | None, SessionClient] | None = ctx.state.pop(
             "claim", None
         )
@@ -165,6 +171,8 @@ class PromptTurns(ServerBase):
                     session_queued.slot.leave(waiter_queued, pass_on=True)
             raise
         turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
+        if ctx.state.pop("cancelled", False):
+            turn.cancel(CancelReason.SESSION_CANCEL)  # it waits for the slot, then ends
         waiter = queued[1] if queued is not None and queued[0] is session else None
         held = waiter is not None and self._persister.holds_prompts
         try:
@@ -248,19 +256,22 @@ class PromptTurns(ServerBase):
                     # The cancel (or close) arrived before the turn began: the prompt
                     # is kept in history, the agent never runs it.
                     pass
-                elif self.turn_timeout is None:
-                    stop = await self.agent.prompt(prompt_turn)
                 else:
-                    with anyio.fail_after(self.turn_timeout):
-                        stop = await self.agent.prompt(prompt_turn)
+                    if self.turn_timeout is not None:
+                        turn.scope.deadline = anyio.current_time() + self.turn_timeout
+                    stop = await self.agent.prompt(prompt_turn)
+            if turn.expire():  # the time limit came before any cancel
+                session.slot.time_out(turn)
+                stop, error = (
+                    None,
+                    TurnTimeout(f"The prompt turn exceeded its {self.turn_timeout:g} s time limit"),
+                )
             if stop is not None and stop not in STOP_REASONS:
                 log.error("agent returned an invalid stop reason %r", stop)
                 error, stop = (
                     InternalError("The agent ended the turn with an invalid stop reason"),
                     None,
                 )
-        except TimeoutError:
-            error = TurnTimeout(f"The prompt turn exceeded its {self.turn_timeout:g} s time limit")
         except RequestError as exc:
             error = exc
         except ConnectionClosed:
@@ -317,6 +328,7 @@ class PromptTurns(ServerBase):
         session_id = raw.get("sessionId")
         if not isinstance(session_id, str):
             return
+        self._order.cancel(session_id)  # prompts waiting behind a load or a close
         session = self.sessions.get(session_id)
         if session is None:
             return  # unknown or closed: a silent no-op

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 
+import anyio
 import pytest
 
 from acp_agent.errors import IllegalTransition
@@ -53,6 +54,8 @@ def test_the_refused_pairs_are_the_documented_ones() -> None:
     missing = {pair for pair in ALL_PAIRS if pair not in SLOT_TABLE}
     assert missing == {
         (SlotState.IDLE, SlotEvent.END),
+        (SlotState.IDLE, SlotEvent.TIMEOUT),
+        (SlotState.CLOSED, SlotEvent.TIMEOUT),
         (SlotState.ACTIVE, SlotEvent.START),
         (SlotState.CLOSED, SlotEvent.START),
         (SlotState.CLOSED, SlotEvent.QUEUE),
@@ -154,12 +157,14 @@ async def test_close_returns_the_active_turn_and_is_final() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_turn_unwinding_after_close_does_not_reopen() -> None:
+@pytest.mark.parametrize("ending", ["end", "timeout"])
+async def test_a_turn_unwinding_after_close_does_not_reopen(ending: str) -> None:
     slot = PromptSlot()
     turn = Turn("t1")
     slot.try_start(turn)
     slot.close()
-    assert slot.end_if_current(turn) is False
+    ends = slot.end_if_current if ending == "end" else slot.time_out
+    assert ends(turn) is False
     assert slot.state is SlotState.CLOSED
 
 
@@ -186,7 +191,9 @@ async def test_finish_with_none_means_error_response() -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("reason", [*sorted(STOP_REASONS), None])
-@pytest.mark.parametrize("why", list(CancelReason), ids=lambda r: r.name)
+@pytest.mark.parametrize(
+    "why", [r for r in CancelReason if r is not CancelReason.TIMEOUT], ids=lambda r: r.name
+)
 async def test_a_cancelled_turn_always_finishes_cancelled(
     reason: str | None, why: CancelReason
 ) -> None:
@@ -283,3 +290,77 @@ async def test_close_sends_the_line_away_and_refuses_new_places() -> None:
     assert not slot.waiting
     assert slot.enqueue() is None
     assert slot.try_start(Turn("after")) is False
+
+
+# --------------------------------------------------------------------------- time limit, shutdown
+
+
+@pytest.mark.anyio
+async def test_time_out_releases_only_its_own_turn() -> None:
+    slot = PromptSlot()
+    turn, other = Turn("t1"), Turn("t2")
+    assert slot.try_start(turn)
+    assert slot.time_out(other) is False
+    assert slot.time_out(turn) is True
+    assert slot.state is SlotState.IDLE and slot.turn is None
+    assert slot.try_start(other)
+    assert slot.time_out(turn) is False  # it no longer holds the slot: nothing changes
+    assert slot.turn is other
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("busy", [False, True])
+async def test_shutdown_closes_the_slot_and_sends_the_line_away(busy: bool) -> None:
+    slot = PromptSlot()
+    turn = Turn("t")
+    if busy:
+        assert slot.try_start(turn)
+    waiter = slot.enqueue()
+    assert slot.close(SlotEvent.SHUTDOWN) is (turn if busy else None)
+    assert slot.state is SlotState.CLOSED
+    assert waiter is not None and waiter.is_set()
+    assert slot.close(SlotEvent.SHUTDOWN) is None
+    assert slot.try_start(Turn("after")) is False
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "event", [e for e in SlotEvent if e not in (SlotEvent.CLOSE, SlotEvent.SHUTDOWN)]
+)
+async def test_close_takes_only_closing_events(event: SlotEvent) -> None:
+    slot = PromptSlot()
+    with pytest.raises(ValueError):
+        slot.close(event)
+    assert slot.state is SlotState.IDLE
+
+
+@pytest.mark.anyio
+async def test_a_turn_past_its_deadline_expires_and_answers_an_error() -> None:
+    turn = Turn("t")
+    assert turn.expire() is False  # no time limit
+    turn.scope.deadline = anyio.current_time() - 1
+    assert turn.expire() is True
+    assert turn.timed_out and not turn.cancelled
+    turn.cancel(CancelReason.SESSION_CANCEL)  # too late: the time limit came first
+    assert turn.cancel_reason is CancelReason.TIMEOUT
+    assert turn.finish("end_turn") is None
+
+
+@pytest.mark.anyio
+async def test_a_cancel_past_the_deadline_is_a_timeout() -> None:
+    turn = Turn("t")
+    turn.scope.deadline = anyio.current_time() - 1
+    turn.cancel(CancelReason.SESSION_CANCEL)
+    assert turn.timed_out
+    assert turn.finish(None) is None
+
+
+@pytest.mark.anyio
+async def test_a_cancel_before_the_deadline_wins_over_it() -> None:
+    turn = Turn("t")
+    turn.scope.deadline = anyio.current_time() + 3600
+    turn.cancel(CancelReason.SESSION_CANCEL)
+    turn.scope.deadline = anyio.current_time() - 1  # the limit passes while it unwinds
+    assert turn.expire() is False
+    assert turn.cancelled
+    assert turn.finish(None) == "cancelled"

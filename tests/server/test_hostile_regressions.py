@@ -353,3 +353,37 @@ async def test_cancel_then_an_invalid_and_a_valid_prompt_behind_an_unwinding_tur
         assert answers[running]["result"] == {"stopReason": "cancelled"}
         assert answers[valid].get("result") == {"stopReason": "end_turn"}, answers[valid]
     quiet(client)
+
+
+async def test_a_cancel_reaches_a_prompt_waiting_behind_a_load(tmp_path: Path) -> None:
+    async with spawn() as client:
+        await client.initialize()
+        sid, _, _ = await client.new_session(tmp_path)
+        assert (await client.prompt(sid, "/echo first")).stop_reason == "end_turn"
+        load, prompt = 100, 101
+        lines = [
+            {
+                "jsonrpc": "2.0",
+                "id": load,
+                "method": "session/load",
+                "params": {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []},
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": prompt,
+                "method": "session/prompt",
+                "params": {"sessionId": sid, "prompt": [{"type": "text", "text": "/echo no"}]},
+            },
+            {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}},
+        ]
+        assert client.process.stdin is not None  # one write: read before the load ends
+        await client.process.stdin.send(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+        loaded, _ = await client.expect(lambda m: is_response(m, load))
+        assert "result" in loaded, loaded
+        turn = await client.finish_prompt(prompt)
+        assert turn.stop_reason == "cancelled", turn.response
+        assert "no" not in turn.texts()  # it never ran
+        assert (await client.prompt(sid, "/echo after")).texts() == ["after"]
+        await still_alive(client)
+    assert client.process.returncode == 0
+    quiet(client)
