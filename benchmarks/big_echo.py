@@ -21,15 +21,12 @@ import statistics
 import sys
 import tempfile
 
-from benchmarks.driver import (
-    FULL,
-    MIB,
+from benchmarks.client import FULL, MIB, AgentSpec
+from benchmarks.driver import default_agents, parse_agent
+from benchmarks.scenarios import (
     AgentResult,
-    AgentSpec,
     BigPayloads,
     agent_environment,
-    default_agents,
-    parse_agent,
     scenario_big_echo,
     warm_up,
 )

@@ -31,21 +31,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.driver import (
+from benchmarks.client import (
     BENCH_DIR,
     QUICK,
     AgentProcess,
-    AgentResult,
     AgentSpec,
-    agent_environment,
-    default_agents,
-    fmt_number,
     open_session,
-    parse_agent,
-    scenario_reads,
     turn,
     wait_response,
 )
+from benchmarks.driver import default_agents, parse_agent
+from benchmarks.report import fmt_number
+from benchmarks.scenarios import AgentResult, agent_environment, scenario_reads
 
 WARMUP_TURNS = 50
 TURNS = 1000

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from benchmarks.driver import QUICK, AgentResult, AgentSpec, render, spread
+from benchmarks.client import QUICK, AgentSpec
+from benchmarks.report import render, spread
+from benchmarks.scenarios import AgentResult
 
 
 def result(name: str, **values: list[float]) -> AgentResult:
