@@ -27,6 +27,7 @@ __all__ = [
     "CallWaiter",
     "Flag",
     "Soon",
+    "later",
     "run",
     "running_asyncio_loop",
     "soon",
@@ -78,6 +79,13 @@ def soon() -> Soon | None:
     an event and a task, which is what a callback costs on trio anyway)."""
     loop = running_asyncio_loop()
     return None if loop is None else loop.call_soon
+
+
+def later() -> Callable[[float, Callable[[], object]], object] | None:
+    """``loop.call_later`` of the running asyncio loop (a callback after a delay, no task);
+    None elsewhere."""
+    loop = running_asyncio_loop()
+    return None if loop is None else loop.call_later
 
 
 def threadsafe_soon() -> Soon:

@@ -25,6 +25,7 @@ import anyio
 import orjson
 
 from .store import DB_ENV_VAR, DEFAULT_OWNER, default_db_path
+from .store.journal import JournaledStore
 from .store.sqlite import SchemaVersionError, SqliteSessionStore
 
 USAGE_ERROR = 2
@@ -169,7 +170,9 @@ async def _prune(store: SqliteSessionStore, days: float) -> int:
 
 
 async def _run(path: Path, args: argparse.Namespace) -> int:
-    async with await SqliteSessionStore.open(path) as store:
+    # Through the journal layer, which first applies the journals of agents that died.
+    async with await JournaledStore.open(path) as journaled:
+        store = journaled.inner
         if args.command == "list":
             return await _list(store)
         if args.command == "show":

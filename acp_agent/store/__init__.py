@@ -103,6 +103,6 @@ async def open_store(
         return await PostgresSessionStore.open(
             target, lease_timeout=lease_timeout or DEFAULT_LEASE_TIMEOUT
         )
-    from acp_agent.store.sqlite import SqliteSessionStore
+    from acp_agent.store.journal import JournaledStore
 
-    return await SqliteSessionStore.open(target)
+    return await JournaledStore.open(target)

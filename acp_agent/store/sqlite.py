@@ -13,6 +13,9 @@ zero, when no operation is queued or running on the worker (so none is overtaken
 another process holds the write lock, it is rolled back at once and the caller awaits
 ``write_turn`` instead: the event loop never waits for another process.
 
+``turn_writer``, ``transaction_now`` and ``post_transaction`` serve the journal layer
+(``journal``), which makes a turn's end durable before the tables have it.
+
 The worker checkpoints the WAL when it has nothing else to do and the WAL has grown past
 ``WAL_BYTES`` (writes on the caller's thread wake it now and then to check), so no turn
 waits for a checkpoint (SQLite's own would run inside the commit that crosses its
@@ -151,6 +154,9 @@ def _body(value: str | bytes) -> str:
     if isinstance(value, str):
         return value
     return value.decode() if value[:1] == b"{" else zlib.decompress(value).decode()
+
+
+TurnWriter = Callable[[sqlite3.Connection], None]
 
 
 class SqliteSessionStore:
@@ -332,7 +338,7 @@ class SqliteSessionStore:
         updates: Sequence[JsonText | PackedJson] = (),
         end: str | None = None,
     ) -> None:
-        await self._run(self._turn_writer(session_id, turn_id, begin, updates, end), write=True)
+        await self._run(self.turn_writer(session_id, turn_id, begin, updates, end), write=True)
 
     def write_turn_now(
         self,
@@ -346,12 +352,16 @@ class SqliteSessionStore:
         """``write_turn`` on the calling thread (see ``TurnWritesNow``) when it is small and
         the connection is free: no job of the worker queued or running, no other process
         writing (no busy wait); ``False`` otherwise, with nothing written."""
+        if not _small(begin, updates):
+            return False
+        return self._now(self.turn_writer(session_id, turn_id, begin, updates, end))
+
+    def _now(self, write: TurnWriter) -> bool:
         conn, worker = self._now_conn, self._worker
         if conn is None or worker is None:
             raise anyio.ClosedResourceError
-        if not worker.free or not _small(begin, updates):
+        if not worker.free:
             return False
-        write = self._turn_writer(session_id, turn_id, begin, updates, end)
         try:
             transaction(conn, lambda: write(conn), write=True)
         except sqlite3.OperationalError as exc:
@@ -363,14 +373,36 @@ class SqliteSessionStore:
             worker.nudge()  # whose idle step checkpoints the WAL if it has grown
         return True
 
-    def _turn_writer(
+    # --- for the journal (``journal``): turn writes made later ---------------------------
+
+    def transaction_now(self, write: TurnWriter) -> bool:
+        """Run ``write`` in a write transaction on the calling thread, when that needs no
+        waiting (as ``write_turn_now``); else ``False``, with nothing run."""
+        return self._now(write)
+
+    def post_transaction(self, write: TurnWriter, done: Callable[[bool], object]) -> None:
+        """Run ``write`` in a write transaction on the worker thread, after every operation
+        queued before, without waiting; ``done(committed)`` runs on the worker thread."""
+        conn, worker = self._conn, self._worker
+        if conn is None or worker is None:
+            raise anyio.ClosedResourceError
+
+        def finished(outcome: tuple[bool, Any]) -> None:
+            if not outcome[0]:
+                log.warning("a posted transaction failed: %s", outcome[1])
+            done(outcome[0])
+
+        worker.post(lambda: transaction(conn, lambda: write(conn), write=True), finished)
+
+    def turn_writer(
         self,
         session_id: str,
         turn_id: str,
         begin: Sequence[JsonText | PackedJson] | None,
         updates: Sequence[JsonText | PackedJson],
         end: str | None,
-    ) -> Callable[[sqlite3.Connection], None]:
+    ) -> TurnWriter:
+        """The ``write_turn`` to make inside a transaction (stamped now, on this thread)."""
         bodies = [*(begin or ()), *updates]
         now = self._timestamps.now()  # on the event loop's thread, as every timestamp
 

@@ -76,6 +76,12 @@ class Worker:
         """On the event loop's thread: no job is queued or running."""
         return self._finished == self._queued
 
+    def post(self, fn: Callable[[], object], done: Callable[[tuple[bool, Any]], object]) -> None:
+        """Queue ``fn`` without waiting for it: ``done`` gets its outcome, ``(True, result)``
+        or ``(False, exception)``, on the worker thread."""
+        self._queued += 1
+        self._jobs.put((fn, done))
+
     def nudge(self) -> None:
         """Have the thread run ``idle`` soon (this is no job: ``free`` stays true)."""
         self._jobs.put(_NUDGE)

@@ -7,6 +7,8 @@ Run as ``python _child.py MODE DB N``. Modes:
   wait for a line on stdin, then print the parent's history as JSON.
 - ``crash``: create session ``crash``, begin a turn, write N updates (half of them at once),
   print ``ready`` and wait to be killed.
+- ``journal-crash``: on a ``JournaledStore``, create session ``crash``, make N whole turns
+  durable through the journal, print ``ready`` and wait to be killed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import anyio.to_thread
 import orjson
 
 from acp_agent.store import DEFAULT_OWNER, SessionRecord, SqliteSessionStore
+from acp_agent.store.journal import JournaledStore
 
 
 def item(**fields: object) -> str:
@@ -57,6 +60,18 @@ async def crash(db: str, n: int) -> None:
     await anyio.sleep_forever()
 
 
+async def journal_crash(db: str, n: int) -> None:
+    store = await JournaledStore.open(db)
+    await store.create(SessionRecord("crash", cwd="/crash"))
+    for i in range(n):
+        assert store.write_turn_now(
+            "crash", f"t{i}", begin=[item(prompt=i)], updates=[item(i=i)], end="end_turn"
+        )
+    print("ready", flush=True)
+    await anyio.sleep_forever()
+
+
 if __name__ == "__main__":
     mode, db, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    anyio.run({"share": share, "crash": crash}[mode], db, count)
+    modes = {"share": share, "crash": crash, "journal-crash": journal_crash}
+    anyio.run(modes[mode], db, count)

@@ -28,6 +28,14 @@ async def _sqlite(request: pytest.FixtureRequest, tmp: Path, clock: Clock | None
     return await SqliteSessionStore.open(tmp / "store.sqlite3", clock=clock)
 
 
+async def _journaled(
+    request: pytest.FixtureRequest, tmp: Path, clock: Clock | None
+) -> SessionStore:
+    from acp_agent.store.journal import JournaledStore
+
+    return await JournaledStore.open(tmp / "store.sqlite3", clock=clock)
+
+
 async def _postgres(request: pytest.FixtureRequest, tmp: Path, clock: Clock | None) -> SessionStore:
     from acp_agent.store.postgres import PostgresSessionStore
     from tests.helpers.postgres import fresh_schema_url
@@ -37,7 +45,12 @@ async def _postgres(request: pytest.FixtureRequest, tmp: Path, clock: Clock | No
     return await PostgresSessionStore.open(url, clock=clock)
 
 
-OPENERS: dict[str, Opener] = {"memory": _memory, "sqlite": _sqlite, "postgres": _postgres}
+OPENERS: dict[str, Opener] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+    "sqlite-journal": _journaled,
+    "postgres": _postgres,
+}
 
 
 @pytest.fixture(params=sorted(OPENERS))

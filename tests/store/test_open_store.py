@@ -14,6 +14,7 @@ from acp_agent.store import (
     default_db_path,
     open_store,
 )
+from acp_agent.store.journal import JournaledStore
 
 pytestmark = pytest.mark.anyio
 
@@ -44,7 +45,8 @@ async def test_a_path_gives_a_sqlite_store_and_creates_parents(tmp_path: Path) -
     path = tmp_path / "deep" / "er" / "s.sqlite3"
     store = await open_store(str(path))
     try:
-        assert isinstance(store, SqliteSessionStore)
+        assert isinstance(store, JournaledStore)
+        assert isinstance(store.inner, SqliteSessionStore)
         await store.create(SessionRecord("s", cwd="/"))
     finally:
         await store.aclose()
@@ -55,7 +57,7 @@ async def test_none_uses_the_env_var(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     monkeypatch.setenv("ACP_AGENT_DB", str(tmp_path / "env.sqlite3"))
     store = await open_store(None)
     try:
-        assert isinstance(store, SqliteSessionStore)
+        assert isinstance(store, JournaledStore)
         assert store.path == tmp_path / "env.sqlite3"
     finally:
         await store.aclose()
