@@ -262,12 +262,17 @@ async def test_a_write_at_once_overtakes_nothing_and_waits_for_no_one(tmp_path: 
         with closing(sqlite3.connect(db, isolation_level=None)) as other:
             other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
             assert not store.write_turn_now("s", "t", begin=[item(n=0)])
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(partial(store.write_turn, "s", "t", begin=[item(n=1)]))
-                await anyio.wait_all_tasks_blocked()
-                other.execute("COMMIT")
-                # The awaited write is queued or running: a write at once would overtake it.
-                assert not store.write_turn_now("s", "t", updates=[item(n=2)])
+            other.execute("ROLLBACK")
+        worker = store._worker
+        assert worker is not None
+        release = threading.Event()
+        worker.post(release.wait, lambda outcome: None)  # the worker is busy
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(partial(store.write_turn, "s", "t", begin=[item(n=1)]))
+            await anyio.wait_all_tasks_blocked()
+            # Operations are queued or running: a write at once would overtake them.
+            assert not store.write_turn_now("s", "t", updates=[item(n=2)])
+            release.set()
         assert store.write_turn_now("s", "t", updates=[item(n=3)], end="end_turn")
         [turn] = await store.load_history(ME, "s")
         assert turn == TurnRecord("t", (item(n=1), item(n=3)), "end_turn")
