@@ -1,0 +1,179 @@
+"""SessionClient on its own, without a connection: tool-call status moves, capability
+encodings, the capability error raised before any await. Gating over the wire is in
+``test_capabilities.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from acp_agent.agent import PromptTurn
+from acp_agent.client import TOOL_TRANSITIONS, ClientCapabilities, SessionClient
+from acp_agent.errors import CapabilityError, IllegalTransition
+from acp_agent.session import Session
+from tests.core._support import ScriptAgent, checked, prompt_params
+
+pytestmark = pytest.mark.anyio
+
+JSON = dict[str, Any]
+Call = Callable[[PromptTurn], Awaitable[Any]]
+
+
+class FakeOutbound:
+    """Records what a SessionClient sends, without a connection."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any]] = []
+
+    async def call(self, method: str, params: JSON, *, timeout: float | None = None) -> Any:
+        self.sent.append((method, params))
+        return {}
+
+    async def notify(self, method: str, params: JSON) -> None:
+        self.sent.append((method, params))
+
+    async def notify_json(self, method: str, params_json: bytes) -> None:
+        self.sent.append((method, orjson.loads(params_json)))
+
+
+def make_client(caps: JSON | None = None) -> tuple[SessionClient, FakeOutbound]:
+    out = FakeOutbound()
+    client = SessionClient(Session("sess_x", "/tmp/proj"), out, ClientCapabilities(caps))
+    return client, out
+
+
+STATUSES = ["pending", "in_progress", "completed", "failed"]
+
+
+@pytest.mark.parametrize("start", STATUSES)
+@pytest.mark.parametrize("target", STATUSES)
+async def test_tool_call_status_moves_follow_the_table(start: str, target: str) -> None:
+    client, out = make_client()
+    tool = await client.tool_call("t", status=start)  # type: ignore[arg-type]
+    before = len(out.sent)
+    if target in TOOL_TRANSITIONS[start]:
+        await tool.update(status=target)  # type: ignore[arg-type]
+        assert tool.status == target
+        assert out.sent[-1][1]["update"] == {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": tool.id,
+            "status": target,
+        }
+    else:
+        with pytest.raises(IllegalTransition):
+            await tool.update(status=target)  # type: ignore[arg-type]
+        assert len(out.sent) == before, "an illegal move must send nothing"
+        assert tool.status == start
+
+
+async def test_finished_tool_calls_cannot_move_but_may_update_content() -> None:
+    client, out = make_client()
+    tool = await client.tool_call("t")
+    await tool.start()
+    await tool.complete()
+    assert tool.finished
+    with pytest.raises(IllegalTransition):
+        await tool.fail()
+    await tool.update(title="renamed")  # no status: allowed
+    assert out.sent[-1][1]["update"] == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": tool.id,
+        "title": "renamed",
+    }
+
+
+async def test_no_cancelled_tool_status_in_v1() -> None:
+    assert all("cancelled" not in moves for moves in TOOL_TRANSITIONS.values())
+    assert "cancelled" not in TOOL_TRANSITIONS
+
+
+async def test_tool_call_ids_are_unique() -> None:
+    client, _ = make_client()
+    other, _ = make_client()
+    ids = [(await client.tool_call(f"t{i}")).id for i in range(50)]
+    ids += [(await other.tool_call(f"t{i}")).id for i in range(50)]
+    assert len(set(ids)) == 100
+
+
+async def test_illegal_move_over_the_wire_sends_nothing() -> None:
+    caught: list[BaseException] = []
+
+    async def script(turn: PromptTurn) -> str:
+        tool = await turn.client.tool_call("t")
+        await tool.complete()
+        try:
+            await tool.start()
+        except IllegalTransition as exc:
+            caught.append(exc)
+        return "end_turn"
+
+    async with checked(ScriptAgent(script)) as (client, _server):
+        sid = await client.new_session()
+        _resp, before = await client.call("session/prompt", prompt_params(sid))
+        kinds = [m["params"]["update"]["sessionUpdate"] for m in before]
+        assert kinds == ["tool_call", "tool_call_update"]
+        assert before[1]["params"]["update"]["status"] == "completed"
+    assert len(caught) == 1
+
+
+# --------------------------------------------------------------------------- encodings
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({}, {}),
+        (None, {}),
+        ("junk", {}),
+        ({"terminal": "yes"}, {}),
+        ({"terminal": 1}, {}),
+        ({"terminal": True}, {"terminal"}),
+        ({"fs": {"readTextFile": True}}, {"read_text_file"}),
+        ({"fs": {"readTextFile": "true", "writeTextFile": True}}, {"write_text_file"}),
+        ({"fs": True}, {}),
+        ({"elicitation": {}}, {}),
+        ({"elicitation": {"form": None}}, {}),
+        ({"elicitation": {"form": True}}, {}),
+        ({"elicitation": {"form": {}}}, {"elicitation_form"}),
+        ({"elicitation": {"url": {}}}, {"elicitation_url"}),
+        ({"session": {"configOptions": {"boolean": {}}}}, {"boolean_config_options"}),
+        ({"session": {"configOptions": {"boolean": None}}}, {}),
+        ({"session": {"configOptions": {"boolean": True}}}, {}),
+        ({"session": {"configOptions": {}}}, {}),
+        ({"auth": {"terminal": True}}, {"auth_terminal"}),
+        ({"auth": {"terminal": {}}}, {}),
+    ],
+)
+async def test_client_capability_encodings(raw: Any, expected: set[str]) -> None:
+    caps = ClientCapabilities(raw)
+    flags = {
+        "read_text_file",
+        "write_text_file",
+        "terminal",
+        "auth_terminal",
+        "elicitation_form",
+        "elicitation_url",
+        "boolean_config_options",
+    }
+    assert {f for f in flags if getattr(caps, f)} == set(expected)
+
+
+async def test_capability_error_is_raised_before_any_await() -> None:
+    client, out = make_client({})
+    with anyio.CancelScope() as scope:
+        scope.cancel()  # even a cancelled caller gets the CapabilityError, nothing sent
+        with pytest.raises(CapabilityError):
+            await client.read_text_file("x")
+    assert out.sent == []
+
+
+def test_legacy_terminal_auth_meta_counts_as_auth_terminal() -> None:
+    assert ClientCapabilities({"_meta": {"terminal-auth": True}}).auth_terminal
+    assert ClientCapabilities({"auth": {"terminal": True}}).auth_terminal
+    assert not ClientCapabilities({"_meta": {"terminal-auth": "yes"}}).auth_terminal
+    assert not ClientCapabilities({}).auth_terminal
