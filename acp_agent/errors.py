@@ -203,7 +203,8 @@ class TurnTimeout(RequestError):
 
 
 class SessionLeased(RequestError):
-    """Another agent host serves the session (shared stores: PostgreSQL).
+    """Another agent host serves the session (shared stores: PostgreSQL), or another
+    connection of this process opened it at the same time.
 
     ``data`` says why (``reason``) and, for ``"leased"``, after how many milliseconds the
     other host's lease expires if it is not renewed (``retryAfterMs``).
@@ -219,6 +220,15 @@ class SessionLeased(RequestError):
             f"session {session_id[:100]!r} is served by another host; retry in "
             f"{millis / 1000:.1f} s, after its lease expires, or once that host closes it",
             data={"sessionId": session_id[:200], "reason": "leased", "retryAfterMs": millis},
+        )
+
+    @classmethod
+    def taken_over(cls, session_id: str) -> SessionLeased:
+        """Another connection of this process opened the session while this one did."""
+        return cls(
+            f"session {session_id[:100]!r} was opened on another connection meanwhile; "
+            "load it again to take it over",
+            data={"sessionId": session_id[:200], "reason": "takenOver"},
         )
 
     @classmethod

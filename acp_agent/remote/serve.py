@@ -26,6 +26,7 @@ import anyio
 from .._loop import Backend, run, running_asyncio_loop
 from ..agent import Agent
 from ..server import AcpServer, BusyPolicy
+from ..server.owners import SessionOwners
 from ..store import LazyStore, SessionStore, open_store
 from .asgi import RemoteApp
 from .auth import Principals
@@ -163,6 +164,8 @@ async def serve_http(
         else LazyStore(lambda: open_store(name, lease_timeout=lease_timeout))
     )
 
+    owners = SessionOwners()  # one live connection per session, across all of them
+
     def make_server(principal: str) -> AcpServer:
         return AcpServer(
             make_agent(),
@@ -173,6 +176,7 @@ async def serve_http(
             max_line=bounds.max_message,
             owner=principal,
             unstable=unstable,
+            owners=owners,
         )
 
     registry = Registry(bounds, make_server)

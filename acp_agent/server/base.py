@@ -26,6 +26,7 @@ from ..persistence import Persister
 from ..session import Session
 from ..store import DEFAULT_OWNER, MemorySessionStore, SessionRecord, SessionStore
 from .ordering import ArrivalOrder
+from .owners import SessionOwners
 
 if TYPE_CHECKING:
     from ..protocol import PromptRequest
@@ -109,9 +110,12 @@ class ServerBase:
         dispatcher: type[Dispatcher] | None = None,
         owner: str = DEFAULT_OWNER,
         unstable: bool = False,
+        owners: SessionOwners | None = None,
     ) -> None:
         self.agent = agent
         self.owner = owner  # the principal whose sessions this connection sees
+        #: which connection of the process has each session open (shared by ``serve``)
+        self._owners = owners if owners is not None else SessionOwners()
         #: serve (and advertise) the unstable methods of :mod:`.unstable`
         self.unstable = unstable
         self.store: SessionStore = store if store is not None else MemorySessionStore()
@@ -182,6 +186,7 @@ class ServerBase:
         )
         self.sessions[session.session_id] = session
         self.clients[session.session_id] = client
+        self._owners.claim(session.session_id, self)
         return client
 
     def _option_defs(self, session: Session) -> list[ConfigOption]:
@@ -233,6 +238,9 @@ class ServerBase:
         if options:
             result["configOptions"] = options
         return result
+
+    async def give_up(self, session_id: str) -> None:
+        """Close this connection's copy of the session (see :mod:`.lifecycle`)."""
 
     async def _run_held_prompts(self, session: Session) -> None:
         """Run the prompts other hosts held for ``session`` (see :mod:`.turns`)."""

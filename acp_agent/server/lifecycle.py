@@ -18,7 +18,7 @@ import orjson
 
 from ..client import replayable
 from ..connection import RequestContext
-from ..errors import InvalidParams, ResourceNotFound
+from ..errors import InvalidParams, ResourceNotFound, SessionLeased
 from ..history import History, TurnLog, sanitize
 from ..paths import check_absolute_dir, check_additional_directories
 from ..prompt_slot import CancelReason, SlotEvent
@@ -104,12 +104,16 @@ class SessionLifecycle(ServerBase):
         # copy, if any, gives its lease back, so this host keeps it throughout).
         await self._persister.take_lease(session_id)
         try:
+            other = self._owners.claim(session_id, self)
+            if other is not None:  # open on another connection: it closes its copy first
+                await other.give_up(session_id)
             live = self.sessions.get(session_id)
             if live is not None:
                 await self._shutdown_session(live, CancelReason.CLOSE)
             await self._persister.sync()
             stored = await self.store.load_history(self.owner, session_id)
         except BaseException:
+            self._owners.release(session_id, self)
             with anyio.CancelScope(shield=True):
                 await self._persister.give_back_lease(session_id)
             raise
@@ -135,6 +139,8 @@ class SessionLifecycle(ServerBase):
         self._init_state(session)
         if cwd != record.cwd or extra != record.additional_directories:
             await self.store.update(self._record(session))
+        if self._owners.holder(session_id) not in (None, self):
+            raise SessionLeased.taken_over(session_id)  # another connection's load won
         self._attach(session)
         await self.agent.load_session(session)
         return session, turns if replay else []
@@ -200,6 +206,13 @@ class SessionLifecycle(ServerBase):
             result["nextCursor"] = next_cursor
         return result
 
+    async def give_up(self, session_id: str) -> None:
+        """Another connection of this process takes the session over: close it here."""
+        live = self.sessions.get(session_id)
+        if live is not None:
+            await self._shutdown_session(live, CancelReason.CLOSE)
+            log.info("session %s taken over by another connection", session_id)
+
     async def _shutdown_session(self, session: Session, reason: CancelReason) -> None:
         """Cancel any running turn, wait for it to unwind, and drop the live session."""
         turn = session.slot.close(
@@ -213,6 +226,7 @@ class SessionLifecycle(ServerBase):
                 await last.done.wait()
         self.sessions.pop(session.session_id, None)
         self.clients.pop(session.session_id, None)
+        self._owners.release(session.session_id, self)
         try:
             await self.agent.close_session(session)
         except Exception:
