@@ -22,10 +22,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
 from .._loop import Backend, run, running_asyncio_loop
 from ..agent import Agent
-from ..server import AcpServer, BusyPolicy
+from ..server import AcpServer, BusyPolicy, build_models
 from ..server.owners import SessionOwners
 from ..store import LazyStore, SessionStore, open_store
 from .asgi import RemoteApp
@@ -182,6 +183,9 @@ async def serve_http(
     registry = Registry(bounds, make_server)
     app = RemoteApp(registry, who)
     stopping = stop if stop is not None else anyio.Event()
+    # A long-running server builds the protocol models before it listens, once, rather
+    # than on the first connection that goes quiet (stdio keeps that lazy start-up).
+    await anyio.to_thread.run_sync(build_models)
     try:
         with _listening(listen, who) as sock:
             host, port = sock.getsockname()[:2]

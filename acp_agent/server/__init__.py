@@ -44,7 +44,16 @@ from ..errors import InvalidParams, MethodNotFound, RequestError
 from ..prompt_slot import CancelReason
 from ..store import SessionStore
 from ..transport import Transport
-from .base import CLOSE_GRACE, JSON, PROTOCOL_VERSION, BusyPolicy, log, params_object
+from .base import (
+    CLOSE_GRACE,
+    JSON,
+    PROTOCOL_VERSION,
+    BusyPolicy,
+    build_models,
+    log,
+    models_built,
+    params_object,
+)
 from .modes import ModesAndConfig
 from .ordering import Place
 from .turns import PromptTurns
@@ -179,7 +188,7 @@ class AcpServer(UnstableMethods, ModesAndConfig, PromptTurns):
                 meta if isinstance(meta, dict) else None,
             )
         )
-        if not self._warm_scheduled and self._tg is not None:
+        if not self._warm_scheduled and self._tg is not None and not models_built():
             self._warm_scheduled = True
             self._tg.start_soon(self._warm_when_idle, name="acp-model-warm-up")
         caps = self.agent.prompt_capabilities
@@ -226,7 +235,7 @@ class AcpServer(UnstableMethods, ModesAndConfig, PromptTurns):
         (:meth:`_models`).
         """
         conn = self.connection
-        while self._models_ready is None:
+        while self._models_ready is None and not models_built():
             seen = conn.received_count
             await anyio.sleep(WARM_IDLE)
             if conn.received_count == seen and not conn.inflight_count:
@@ -281,4 +290,4 @@ async def serve(
     await AcpServer(agent, store, **options).serve(transport)
 
 
-__all__ = ["AcpServer", "BusyPolicy", "NativeDispatcher", "serve"]
+__all__ = ["AcpServer", "BusyPolicy", "NativeDispatcher", "build_models", "serve"]

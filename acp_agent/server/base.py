@@ -88,11 +88,21 @@ _GATED_BLOCKS: Final = {"image": "image", "audio": "audio", "resource": "embedde
 ParsedPrompt = tuple[JSON, "PromptRequest | None", list[Any]]
 
 
-def _build_models() -> None:
+_models_built = False  # set once per process: the models are shared by every server
+
+
+def build_models() -> None:
+    """Import pydantic and build the protocol models, once per process (any thread)."""
+    global _models_built
     from ..protocol import PromptRequest
     from ..protocol.wire import from_wire
 
     from_wire(PromptRequest, {"sessionId": "warm-up", "prompt": [{"type": "text", "text": ""}]})
+    _models_built = True
+
+
+def models_built() -> bool:
+    return _models_built
 
 
 class ServerBase:
@@ -263,11 +273,13 @@ class ServerBase:
 
     async def _models(self) -> None:
         """Wait until the models are built, building them (in a thread) if nobody has."""
+        if _models_built:
+            return
         ready = self._models_ready
         if ready is None:
             ready = self._models_ready = anyio.Event()
             try:
-                await anyio.to_thread.run_sync(_build_models, abandon_on_cancel=True)
+                await anyio.to_thread.run_sync(build_models, abandon_on_cancel=True)
             finally:
                 ready.set()
         elif not ready.is_set():  # (waiting on a set Event would still yield)

@@ -113,3 +113,14 @@ async def test_an_idle_connection_is_closed_and_a_busy_one_is_not(
         assert await idle.closed()
         turn = await busy.cancel(session_id, running)
         assert turn.stop_reason == "cancelled"
+
+
+async def test_the_models_are_built_before_the_server_listens(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import acp_agent.server.base as base_module
+
+    monkeypatch.setattr(base_module, "_models_built", False)  # as in a fresh process
+    async with running_server():
+        # built once at start-up, not on some connection's time and memory
+        assert base_module.models_built()

@@ -140,8 +140,10 @@ async def test_the_models_are_built_in_the_background_once_the_client_is_quiet(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import acp_agent.server as server_module
+    import acp_agent.server.base as base_module
 
     monkeypatch.setattr(server_module, "WARM_IDLE", 0)  # quiet means: one empty pass
+    monkeypatch.setattr(base_module, "_models_built", False)  # as in a fresh process
     async with serving(Typed()) as (client, server):
         assert server._models_ready is None  # nothing built before initialize
         await client.initialize()
