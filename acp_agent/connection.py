@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -100,9 +99,10 @@ class AgentSession:
         self._loop: asyncio.AbstractEventLoop | None = None  # the asyncio loop, if any
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: anyio.Event | None = None  # set when the last in-flight request ends
-        self._notes: deque[Notification] = deque()
-        self._jobs: deque[tuple[Request, RequestContext]] = deque()
-        self._idle_workers: deque[Flag | anyio.Event] = deque()  # one per waiting worker
+        # lists, not deques: they stay short, and an empty deque costs 600 bytes
+        self._notes: list[Notification] = []
+        self._jobs: list[tuple[Request, RequestContext]] = []
+        self._idle_workers: list[Flag | anyio.Event] = []  # one per waiting worker
         #: debug lines for an operator (None unless acp_agent.rpc logs DEBUG)
         self._trace: Trace | None = Trace() if Trace.enabled() else None
         self._reading = anyio.CancelScope()  # cancelled by stop_reading
@@ -235,7 +235,7 @@ class AgentSession:
         """
         self._jobs.append((req, ctx))
         if self._idle_workers:
-            self._idle_workers.popleft().set()
+            self._idle_workers.pop(0).set()
         else:
             tg.start_soon(self._worker, name="acp-request-worker")
 
@@ -243,7 +243,7 @@ class AgentSession:
         jobs = self._jobs
         while True:
             while jobs:
-                req, ctx = jobs.popleft()
+                req, ctx = jobs.pop(0)
                 await self._run_request(req, ctx)
             if len(self._idle_workers) >= MAX_IDLE_WORKERS:
                 return
@@ -301,7 +301,7 @@ class AgentSession:
         # One task at a time works through the queue, so handlers see arrival order.
         while self._notes:
             await self._run_notification(self._notes[0])
-            self._notes.popleft()
+            del self._notes[0]
 
     async def _run_notification(self, note: Notification) -> None:
         fn = self._table.notifications.get(note.method)
