@@ -239,10 +239,36 @@ class RemoteApp:
             return
         if refusal is None and principal is None:
             refusal = 401, b"a valid bearer token is required"
-        conn = None
+        conn: Connection | None = None
+        client_left = False
+
+        async def pull() -> bytes | None:
+            """The client's next message (run by the server as it reads); None once
+            the client has left."""
+            nonlocal client_left
+            assert conn is not None
+            while True:
+                event = await receive()
+                if event["type"] != "websocket.receive":
+                    client_left = True  # websocket.disconnect
+                    return None
+                text: str | None = event.get("text")
+                if text is None:
+                    continue  # binary frames carry nothing (the RFD)
+                data = text.encode()
+                if conn.pending() >= self.limits.pending:
+                    is_request, request_id = _request_id(data)
+                    if is_request:
+                        refused = _error_body(
+                            TOO_MANY_PENDING, _too_many(self.limits.pending), request_id
+                        )
+                        await conn.link.send(refused + b"\n")
+                        continue
+                return data
+
         if refusal is None and principal is not None:
             try:
-                conn = self.registry.open(principal, "websocket")
+                conn = self.registry.open(principal, "websocket", pull)
             except LimitReached as exc:
                 refusal = 429, str(exc).encode()
         if conn is None:
@@ -255,46 +281,19 @@ class RemoteApp:
                 "headers": [(CONNECTION_HEADER.encode(), conn.id.encode())],
             }
         )
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._ws_outbound, send, conn)
-            client_left = await self._ws_inbound(receive, conn)
-            conn.close()
-            if client_left:
-                tg.cancel_scope.cancel()
-        if client_left:
-            await _discard(conn)
-
-    async def _ws_inbound(self, receive: Receive, conn: Connection) -> bool:
-        """Hand the client's frames over; True when the client left, False when the
-        server stopped reading (its last messages are still on their way)."""
+        # The server reads the client through ``pull``; this task writes its messages.
         try:
-            while True:
-                event = await receive()
-                if event["type"] != "websocket.receive":
-                    return True  # websocket.disconnect
-                text = event.get("text")
-                if text is None:
-                    continue  # binary frames carry nothing (the RFD)
-                data = text.encode()
-                if conn.pending() >= self.limits.pending:
-                    is_request, request_id = _request_id(data)
-                    if is_request:
-                        refused = _error_body(
-                            TOO_MANY_PENDING, _too_many(self.limits.pending), request_id
-                        )
-                        await conn.link.send(refused + b"\n")
-                        continue
-                await conn.link.deliver(data)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return False
-
-    async def _ws_outbound(self, send: Send, conn: Connection) -> None:
-        while (batch := await conn.link.next_batch()) is not None:
-            for message in batch:
-                await send({"type": "websocket.send", "text": message.decode()})
-        conn.link.drop_output()
-        # The server ended (DELETE, idle, shutdown): we close; the client answers.
-        await send({"type": "websocket.close", "code": 1001})
+            while (batch := await conn.link.next_batch()) is not None:
+                if client_left:
+                    continue  # the server finishes writing into the void, as on stdio
+                for message in batch:
+                    await send({"type": "websocket.send", "text": message.decode()})
+        finally:
+            conn.link.drop_output()
+            conn.close()  # (if this task is cancelled, its server stops reading too)
+        if not client_left:
+            # The server ended (idle, shutdown): we close; the client answers.
+            await send({"type": "websocket.close", "code": 1001})
 
 
 _JSON: Final = [(b"content-type", b"application/json")]

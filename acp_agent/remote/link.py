@@ -20,10 +20,15 @@ into spaces on the way in).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import anyio
 import anyio.lowlevel
 
-__all__ = ["MessageLink"]
+__all__ = ["MessageLink", "Pull"]
+
+Pull = Callable[[], Awaitable[bytes | None]]
+"""The next client message on demand; None once the client has no more."""
 
 BUFFER = 64
 """Chunks each direction holds before the writer waits."""
@@ -32,10 +37,21 @@ BUFFER = 64
 class MessageLink:
     """A ``Transport`` (plus ``try_send``) for the server; the remote side's methods below."""
 
-    __slots__ = ("_in_receive", "_in_send", "_out_receive", "_out_send", "delivered")
+    __slots__ = (
+        "_ended",
+        "_in_receive",
+        "_in_send",
+        "_out_receive",
+        "_out_send",
+        "_pull",
+        "delivered",
+    )
 
-    def __init__(self, buffer: int = BUFFER) -> None:
-        self._in_send, self._in_receive = anyio.create_memory_object_stream[bytes](buffer)
+    def __init__(self, buffer: int = BUFFER, pull: Pull | None = None) -> None:
+        self._pull = pull
+        self._ended = False
+        if pull is None:
+            self._in_send, self._in_receive = anyio.create_memory_object_stream[bytes](buffer)
         self._out_send, self._out_receive = anyio.create_memory_object_stream[bytes](buffer)
         #: messages handed in so far (the idle check reads it)
         self.delivered = 0
@@ -43,7 +59,15 @@ class MessageLink:
     # -- the server's side: a Transport
 
     async def receive(self) -> bytes:
-        return await self._in_receive.receive()
+        if self._pull is None:
+            return await self._in_receive.receive()
+        # (with a pull, a wait in progress is ended by the server's stop, not here)
+        message = None if self._ended else await self._pull()
+        if message is None:
+            self._ended = True
+            raise anyio.EndOfStream
+        self.delivered += 1
+        return _one_line(message)
 
     async def send(self, data: bytes) -> None:
         if not data:
@@ -63,7 +87,8 @@ class MessageLink:
 
     async def aclose(self) -> None:
         self._out_send.close()
-        self._in_receive.close()
+        if self._pull is None:
+            self._in_receive.close()
 
     # -- the remote side
 
@@ -71,14 +96,15 @@ class MessageLink:
         """Hand one client message to the server (waits while the server is behind).
 
         Raises ``anyio.BrokenResourceError`` once the server has stopped reading."""
-        if b"\n" in message:
-            message = message.replace(b"\n", b" ")
         self.delivered += 1
-        await self._in_send.send(message + b"\n")
+        await self._in_send.send(_one_line(message))
 
     def end_input(self) -> None:
-        """No more client messages: the server sees end of input, as on a closed pipe."""
-        self._in_send.close()
+        """No more client messages: the server sees end of input, as on a closed pipe
+        (with a pull, at its next ``receive``: the caller stops a wait in progress)."""
+        self._ended = True
+        if self._pull is None:
+            self._in_send.close()
 
     def drop_output(self) -> None:
         """The client is gone: the server's further sends fail as on a broken pipe."""
@@ -95,3 +121,9 @@ class MessageLink:
             batch = [line for line in chunk.split(b"\n") if line]
             if batch:
                 return batch
+
+
+def _one_line(message: bytes) -> bytes:
+    if b"\n" in message:
+        message = message.replace(b"\n", b" ")
+    return message + b"\n"

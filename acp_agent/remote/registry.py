@@ -24,7 +24,7 @@ import anyio
 import anyio.abc
 
 from ..transport import Transport
-from .link import MessageLink
+from .link import MessageLink, Pull
 
 __all__ = ["Connection", "LimitReached", "Limits", "Registry", "Server"]
 
@@ -63,6 +63,9 @@ class Server(Protocol):
 
     async def serve(self, transport: Transport) -> None: ...
 
+    def stop(self) -> None:
+        """End the input as EOF would, even while a read is waiting."""
+
     @property
     def connection(self) -> _Inflight: ...
 
@@ -72,12 +75,12 @@ class Connection:
 
     __slots__ = ("done", "early", "id", "kind", "link", "principal", "server", "streaming")
 
-    def __init__(self, principal: str, kind: str, server: Server) -> None:
+    def __init__(self, principal: str, kind: str, server: Server, pull: Pull | None) -> None:
         self.id = secrets.token_hex(16)
         self.principal = principal
         self.kind = kind  # "http" or "websocket"
         self.server = server
-        self.link = MessageLink()
+        self.link = MessageLink(pull=pull)
         self.done = anyio.Event()
         #: messages taken off the link before the SSE stream opened (after initialize's)
         self.early: list[bytes] = []
@@ -94,6 +97,8 @@ class Connection:
     def close(self) -> None:
         """End the input: the server cancels open turns, answers them and stops."""
         self.link.end_input()
+        if self.kind == "websocket":  # its server may be waiting in a pull
+            self.server.stop()
 
 
 class Registry:
@@ -122,8 +127,9 @@ class Registry:
             finally:
                 self._tg = None
 
-    def open(self, principal: str, kind: str) -> Connection:
-        """A new connection for ``principal``, its server already starting."""
+    def open(self, principal: str, kind: str, pull: Pull | None = None) -> Connection:
+        """A new connection for ``principal``, its server already starting (reading
+        through ``pull`` when given, else from what is delivered to its link)."""
         if self._tg is None or self._closing:
             raise LimitReached("the server is shutting down")
         count = self._per_principal.get(principal, 0)
@@ -132,7 +138,7 @@ class Registry:
                 f"principal {principal!r} already has {count} open connections "
                 f"(the limit is {self.limits.connections})"
             )
-        conn = Connection(principal, kind, self._make_server(principal))
+        conn = Connection(principal, kind, self._make_server(principal), pull)
         self._connections[conn.id] = conn
         self._per_principal[principal] = count + 1
         self._tg.start_soon(self._serve, conn, name=f"acp-remote-{conn.id[:8]}")
