@@ -35,6 +35,21 @@ of its own principal. SIGTERM or SIGINT stops it gracefully (open turns answer
 """
 
 
+# The bounds of Limits, one flag each: flag, metavar, Limits field, number type, what it bounds.
+_BOUNDS: tuple[tuple[str, str, str, type[int] | type[float], str], ...] = (
+    ("--max-message", "BYTES", "max_message", int, "largest JSON-RPC message either way"),
+    ("--max-connections", "N", "connections", int, "open connections per principal"),
+    ("--max-pending", "N", "pending", int, "unanswered requests per connection"),
+    (
+        "--idle-timeout",
+        "SECONDS",
+        "idle_timeout",
+        float,
+        "close a connection quiet this long with nothing in flight",
+    ),
+)
+
+
 def _env(name: str, default: Any) -> Any:
     return os.environ.get(name) or default
 
@@ -72,38 +87,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="lines of `<principal> <token>`; required to listen beyond loopback "
         "[env ACP_AGENT_TOKEN_FILE]",
     )
-    p.add_argument(
-        "--max-message",
-        metavar="BYTES",
-        type=_positive(int),
-        default=_env("ACP_AGENT_MAX_MESSAGE", d.max_message),
-        help=f"largest JSON-RPC message either way (default {d.max_message}) "
-        "[env ACP_AGENT_MAX_MESSAGE]",
-    )
-    p.add_argument(
-        "--max-connections",
-        metavar="N",
-        type=_positive(int),
-        default=_env("ACP_AGENT_MAX_CONNECTIONS", d.connections),
-        help=f"open connections per principal (default {d.connections}) "
-        "[env ACP_AGENT_MAX_CONNECTIONS]",
-    )
-    p.add_argument(
-        "--max-pending",
-        metavar="N",
-        type=_positive(int),
-        default=_env("ACP_AGENT_MAX_PENDING", d.pending),
-        help=f"unanswered requests per connection (default {d.pending}) "
-        "[env ACP_AGENT_MAX_PENDING]",
-    )
-    p.add_argument(
-        "--idle-timeout",
-        metavar="SECONDS",
-        type=_positive(float),
-        default=_env("ACP_AGENT_IDLE_TIMEOUT", d.idle_timeout),
-        help=f"close a connection quiet this long with nothing in flight (default "
-        f"{d.idle_timeout:g}) [env ACP_AGENT_IDLE_TIMEOUT]",
-    )
+    for flag, metavar, field, kind, what in _BOUNDS:
+        env = "ACP_AGENT_" + flag[2:].upper().replace("-", "_")
+        default = getattr(d, field)
+        shown = f"{default:g}" if kind is float else default
+        p.add_argument(
+            flag,
+            metavar=metavar,
+            dest=field,
+            type=_positive(kind),
+            default=_env(env, default),
+            help=f"{what} (default {shown}) [env {env}]",
+        )
     return p
 
 
@@ -118,12 +113,10 @@ def main(
     parser = build_parser()
     args = parser.parse_args(list(argv))
     try:
-        limits = Limits(
-            max_message=int(args.max_message),
-            connections=int(args.max_connections),
-            pending=int(args.max_pending),
-            idle_timeout=float(args.idle_timeout),
-        )
+        bounds: dict[str, Any] = {
+            field: kind(getattr(args, field)) for _, _, field, kind, _ in _BOUNDS
+        }
+        limits = Limits(**bounds)
     except ValueError as exc:  # a value from the environment
         parser.error(str(exc))
     try:
