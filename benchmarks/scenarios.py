@@ -14,7 +14,7 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,52 +218,67 @@ class BigPayloads:
         return cls(size, orjson.dumps(content), "x" * size)
 
 
+async def big_turn(
+    spec: AgentSpec,
+    settings: Settings,
+    result: AgentResult,
+    cwd: str,
+    key: str,
+    run: Callable[[AgentProcess, str], Awaitable[float]],
+) -> None:
+    """One S5 turn in an agent of its own: ``run`` does it and returns its duration in seconds.
+
+    Records ``{key}_ms``, the peak RSS ``{key}_hwm``, its growth over the RSS before the turn
+    ``{key}_growth``, and ``{key}_ok``, False if anything failed."""
+    try:
+        agent, session_id = await open_session(spec, settings, cwd)
+    except Exception:
+        result.add(f"{key}_ok", False)
+        raise
+    try:
+        agent.last_text = None
+        before = agent.memory_mb("VmRSS")
+        duration = await run(agent, session_id)
+        result.add(f"{key}_ms", duration * 1e3)
+        peak = agent.memory_mb("VmHWM")
+        result.add(f"{key}_hwm", peak)
+        result.add(f"{key}_growth", peak - before)
+        result.add(f"{key}_ok", True)
+    except Exception as exc:
+        result.add(f"{key}_ok", False)
+        raise AgentFailed(describe(exc) + stderr_note(agent)) from None
+    finally:
+        agent.last_text = None
+        await agent.close()
+
+
 async def scenario_big_read(
     spec: AgentSpec, settings: Settings, result: AgentResult, cwd: str, big: BigPayloads
 ) -> None:
     """S5 read: `/read big.txt` answered with one fs/read_text_file result of `big.size` chars."""
-    try:
-        agent, session_id = await open_session(spec, settings, cwd)
-    except Exception:
-        result.add("s5_read_ok", False)
-        raise
 
     def answer(request: Message) -> list[bytes]:
         request_id = orjson.dumps(request["id"])
         head = b'{"jsonrpc":"2.0","id":' + request_id + b',"result":{"content":'
         return [head, big.content_json, b"}}\n"]
 
-    agent.on_request = answer
-    try:
-        before = agent.memory_mb("VmRSS")
+    async def run(agent: AgentProcess, session_id: str) -> float:
+        agent.on_request = answer
         duration = await turn(agent, session_id, "/read big.txt", settings.big_timeout)
         expected = f"read {big.size} chars"
         if agent.last_text != expected:
             raise AgentFailed(f"/read answered {agent.last_text!r}, expected {expected!r}")
-        result.add("s5_read_ms", duration * 1e3)
-        peak = agent.memory_mb("VmHWM")
-        result.add("s5_read_hwm", peak)
-        result.add("s5_read_growth", peak - before)
-        result.add("s5_read_ok", True)
-    except Exception as exc:
-        result.add("s5_read_ok", False)
-        raise AgentFailed(describe(exc) + stderr_note(agent)) from None
-    finally:
-        await agent.close()
+        return duration
+
+    await big_turn(spec, settings, result, cwd, "s5_read", run)
 
 
 async def scenario_big_echo(
     spec: AgentSpec, settings: Settings, result: AgentResult, cwd: str, big: BigPayloads
 ) -> None:
     """S5 echo: a `/echo` prompt whose text block is `big.size` characters."""
-    try:
-        agent, session_id = await open_session(spec, settings, cwd)
-    except Exception:
-        result.add("s5_echo_ok", False)
-        raise
-    try:
-        agent.last_text = None
-        before = agent.memory_mb("VmRSS")
+
+    async def run(agent: AgentProcess, session_id: str) -> float:
         future, sent = agent.send_request(
             "session/prompt", prompt_params(session_id, "/echo " + big.echo_text)
         )
@@ -275,17 +290,9 @@ async def scenario_big_echo(
         if agent.last_text != big.echo_text:
             got = None if agent.last_text is None else len(agent.last_text)
             raise AgentFailed(f"the big /echo echoed {got} chars, expected {big.size}")
-        result.add("s5_echo_ms", (received - sent) * 1e3)
-        peak = agent.memory_mb("VmHWM")
-        result.add("s5_echo_hwm", peak)
-        result.add("s5_echo_growth", peak - before)
-        result.add("s5_echo_ok", True)
-    except Exception as exc:
-        result.add("s5_echo_ok", False)
-        raise AgentFailed(describe(exc) + stderr_note(agent)) from None
-    finally:
-        agent.last_text = None
-        await agent.close()
+        return received - sent
+
+    await big_turn(spec, settings, result, cwd, "s5_echo", run)
 
 
 async def guarded(result: AgentResult, scenario: str, work: Any) -> None:
