@@ -51,6 +51,7 @@ from .client_handles import (
     ToolCall,
     ToolKind,
     ToolStatus,
+    add_tool_call_fields,
 )
 from .compaction import Compaction
 from .content import (
@@ -276,14 +277,7 @@ class SessionClient:
         }
         if name is not None:
             update["name"] = name
-        if content is not None:
-            update["content"] = list(content)
-        if locations is not None:
-            update["locations"] = list(locations)
-        if raw_input is not None:
-            update["rawInput"] = raw_input
-        if meta is not None:
-            update["_meta"] = dict(meta)
+        add_tool_call_fields(update, content, locations, raw_input, None, meta)
         await self.update(update)
         return ToolCall(self, call_id, status)
 

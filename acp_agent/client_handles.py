@@ -1,6 +1,7 @@
 """The handles an agent holds for client-side things: tool calls, permission, terminals.
 
-Owns :class:`ToolCall` (its status only moves forward, :data:`TOOL_TRANSITIONS`), the
+Owns :class:`ToolCall` (its status only moves forward, :data:`TOOL_TRANSITIONS`) and the
+wire names of a tool call's optional fields (:func:`add_tool_call_fields`), the
 permission option and outcome values, and :class:`Terminal` with its exit and output
 values.
 
@@ -35,6 +36,28 @@ TOOL_TRANSITIONS: Final[Mapping[str, frozenset[str]]] = {
     "completed": frozenset(),
     "failed": frozenset(),
 }
+
+
+def add_tool_call_fields(
+    update: JSON,
+    content: Sequence[JSON] | None,
+    locations: Sequence[JSON] | None,
+    raw_input: Any,
+    raw_output: Any,
+    meta: Mapping[str, Any] | None,
+) -> None:
+    """Put the given (not None) optional fields of a ``tool_call`` or ``tool_call_update``
+    into ``update``, under their wire names."""
+    if content is not None:
+        update["content"] = list(content)
+    if locations is not None:
+        update["locations"] = list(locations)
+    if raw_input is not None:
+        update["rawInput"] = raw_input
+    if raw_output is not None:
+        update["rawOutput"] = raw_output
+    if meta is not None:
+        update["_meta"] = dict(meta)
 
 
 class ToolCall:
@@ -79,16 +102,7 @@ class ToolCall:
             update["name"] = name
         if kind is not None:
             update["kind"] = kind
-        if content is not None:
-            update["content"] = list(content)
-        if locations is not None:
-            update["locations"] = list(locations)
-        if raw_input is not None:
-            update["rawInput"] = raw_input
-        if raw_output is not None:
-            update["rawOutput"] = raw_output
-        if meta is not None:
-            update["_meta"] = dict(meta)
+        add_tool_call_fields(update, content, locations, raw_input, raw_output, meta)
         await self._client.update(update)
         if status is not None:
             self.status = status
