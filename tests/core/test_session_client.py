@@ -5,7 +5,6 @@ encodings, the capability error raised before any await. Gating over the wire is
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -21,7 +20,6 @@ from tests.core._support import ScriptAgent, checked, prompt_params
 pytestmark = pytest.mark.anyio
 
 JSON = dict[str, Any]
-Call = Callable[[PromptTurn], Awaitable[Any]]
 
 
 class FakeOutbound:
@@ -90,6 +88,37 @@ async def test_finished_tool_calls_cannot_move_but_may_update_content() -> None:
 async def test_no_cancelled_tool_status_in_v1() -> None:
     assert all("cancelled" not in moves for moves in TOOL_TRANSITIONS.values())
     assert "cancelled" not in TOOL_TRANSITIONS
+
+
+async def test_tool_call_fields_are_sent_only_when_given_under_wire_names() -> None:
+    client, out = make_client()
+    tool = await client.tool_call("t", tool_call_id="c1")
+    await tool.update(title="u")
+    content = ({"type": "content", "content": {"type": "text", "text": "x"}},)
+    full = await client.tool_call(
+        "f", content=content, locations=({"path": "/a"},), raw_input={"a": 1}, meta={"m": 1}
+    )
+    await full.update(content=content, raw_input=2, raw_output={"o": 1}, meta={"n": 1})
+    bare, bare_update, announced, updated = [params["update"] for _, params in out.sent]
+    assert bare == {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "c1",
+        "title": "t",
+        "kind": "other",
+        "status": "pending",
+    }
+    assert bare_update == {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "title": "u"}
+    assert announced["content"] == list(content) and announced["locations"] == [{"path": "/a"}]
+    assert (announced["rawInput"], announced["_meta"]) == ({"a": 1}, {"m": 1})
+    assert "rawOutput" not in announced
+    assert updated == {
+        "sessionUpdate": "tool_call_update",
+        "toolCallId": full.id,
+        "content": list(content),
+        "rawInput": 2,
+        "rawOutput": {"o": 1},
+        "_meta": {"n": 1},
+    }
 
 
 async def test_tool_call_ids_are_unique() -> None:
