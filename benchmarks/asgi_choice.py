@@ -25,6 +25,8 @@ import sys
 import time
 from typing import Any
 
+from benchmarks.client import status_kib
+
 CANDIDATES: dict[str, list[str]] = {
     "hypercorn+wsproto (asyncio, uvloop)": ["hypercorn", "uvloop"],
     "hypercorn+wsproto (trio)": ["hypercorn", "trio"],
@@ -83,22 +85,14 @@ def serve(kind: str, flavour: str, port: int) -> None:
         )
 
 
-def _rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 async def _client(port: int, pid: int, connections: int, rounds: int, posts: int, conc: int):
     import httpx
     import websockets
 
     url = f"ws://127.0.0.1:{port}/acp"
-    base = _rss_kib(pid)
+    base = status_kib(pid, "VmRSS") or 0
     sockets = [await websockets.connect(url, max_size=None) for _ in range(connections)]
-    open_rss = _rss_kib(pid)
+    open_rss = status_kib(pid, "VmRSS") or 0
     frame = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {}})
 
     async def echo(ws: Any) -> None:

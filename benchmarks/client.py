@@ -249,13 +249,12 @@ class AgentProcess(asyncio.SubprocessProtocol):
     def memory_mb(self, key: str) -> float:
         """`VmRSS` or `VmHWM` of the agent process, in MB (10^6 bytes)."""
         try:
-            with open(f"/proc/{self.pid}/status", encoding="ascii") as status:
-                for line in status:
-                    if line.startswith(key + ":"):
-                        return int(line.split()[1]) * 1024 / 1e6
+            kib = status_kib(self.pid, key)
         except OSError as exc:
             raise AgentFailed(f"cannot read the agent's {key}: {exc}") from None
-        raise AgentFailed(f"no {key} in /proc/{self.pid}/status")
+        if kib is None:
+            raise AgentFailed(f"no {key} in /proc/{self.pid}/status")
+        return kib * 1024 / 1e6
 
     def stderr_tail(self, limit: int = 400) -> str:
         if self.stderr_file is None:
@@ -282,6 +281,15 @@ class AgentProcess(asyncio.SubprocessProtocol):
             self.transport.close()
         if self.stderr_file is not None:
             self.stderr_file.close()
+
+
+def status_kib(pid: int, key: str) -> int | None:
+    """``key`` (``VmRSS``, ``VmHWM``) of process ``pid`` from /proc, in KiB; None if absent."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return None
 
 
 async def wait_response(

@@ -36,6 +36,8 @@ from typing import Any
 
 import orjson
 
+from benchmarks.client import status_kib
+
 ROOT = Path(__file__).resolve().parents[1]
 PEERS: dict[str, list[str]] = {
     "acp-agent": [sys.executable, "-m", "acp_agent", "--store", "memory", "serve"],
@@ -58,14 +60,6 @@ class Result:
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def _rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def _request(request_id: int, method: str, params: dict[str, Any]) -> str:
@@ -102,7 +96,7 @@ async def _open(url: str) -> tuple[Any, str]:
 
 
 async def fan_out(url: str, pid: int, connections: int, seconds: float, result: Result) -> None:
-    base = _rss_kib(pid)
+    base = status_kib(pid, "VmRSS") or 0
     gate = asyncio.Semaphore(64)
 
     async def opened() -> tuple[Any, str]:
@@ -110,7 +104,7 @@ async def fan_out(url: str, pid: int, connections: int, seconds: float, result: 
             return await _open(url)
 
     pairs = await asyncio.gather(*(opened() for _ in range(connections)))
-    result.rss_kib_per_conn = (_rss_kib(pid) - base) / connections
+    result.rss_kib_per_conn = ((status_kib(pid, "VmRSS") or 0) - base) / connections
     log(f"  {connections} connections open, each with a session")
     latencies: list[float] = []
     deadline = time.perf_counter() + seconds
