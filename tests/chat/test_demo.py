@@ -8,9 +8,9 @@ import sys
 from tests.helpers.wire_client import ROOT, child_env
 
 
-def test_demo_passes() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "acp_agent", "demo"],
+def demo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "acp_agent", "demo", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -18,6 +18,10 @@ def test_demo_passes() -> None:
         timeout=60,
         check=False,
     )
+
+
+def test_demo_passes() -> None:
+    result = demo()
     assert result.returncode == 0, result.stdout + result.stderr
     last = result.stdout.strip().splitlines()[-1]
     assert last.startswith("demo: ") and last.endswith("steps passed")
@@ -28,13 +32,5 @@ def test_demo_passes() -> None:
 def test_demo_fails_against_a_broken_agent() -> None:
     # An agent that answers nothing it should: the demo reports it and exits 1.
     broken = [sys.executable, "-c", "import sys; sys.stdin.read()"]
-    result = subprocess.run(
-        [sys.executable, "-m", "acp_agent", "demo", "--step-timeout", "1", "--", *broken],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=child_env(),
-        timeout=60,
-        check=False,
-    )
+    result = demo("--step-timeout", "1", "--", *broken)
     assert result.returncode == 1

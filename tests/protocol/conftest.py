@@ -20,19 +20,20 @@ def schema_dir() -> Path:
     return Path(env) if env else vendor.official_schema().parent
 
 
+def _load(name: str, what: str) -> dict[str, Any]:
+    """The official file ``name``; the test is skipped when it is not there."""
+    path = schema_dir() / name
+    if not path.is_file():
+        pytest.skip(f"the official ACP {what} is not available at {path}")
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return loaded
+
+
 @pytest.fixture(scope="session")
 def official_schema() -> dict[str, Any]:
-    path = schema_dir() / "schema.json"
-    if not path.is_file():
-        pytest.skip(f"the official ACP schema is not available at {path}")
-    schema: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return schema
+    return _load("schema.json", "schema")
 
 
 @pytest.fixture(scope="session")
 def official_meta() -> dict[str, Any]:
-    path = schema_dir() / "meta.json"
-    if not path.is_file():
-        pytest.skip(f"the official ACP meta.json is not available at {path}")
-    meta: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return meta
+    return _load("meta.json", "meta.json")
