@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_agent.protocol import codegen
+from acp_agent.protocol.codegen.ir import pascal, snake
 
 from .conftest import REPO, schema_dir
 
@@ -51,9 +52,7 @@ def test_generation_is_deterministic(official_schema: dict[str, Any]) -> None:
 
 
 def test_naming_rule_examples() -> None:
-    assert codegen.pascal("agent_message_chunk") + "SessionUpdate" == (
-        "AgentMessageChunkSessionUpdate"
-    )
-    assert codegen.snake("mimeType") == "mime_type"
-    assert codegen.snake("_meta") == "field_meta"
-    assert codegen.snake("outputByteLimit") == "output_byte_limit"
+    assert pascal("agent_message_chunk") + "SessionUpdate" == ("AgentMessageChunkSessionUpdate")
+    assert snake("mimeType") == "mime_type"
+    assert snake("_meta") == "field_meta"
+    assert snake("outputByteLimit") == "output_byte_limit"
