@@ -1,10 +1,11 @@
 """A strict ACP client that drives one agent subprocess over stdio, for the conformance checks.
 
 Owns: launching the agent (own process group, pipes), reading stdout with no line-length limit,
-the wire transcript (both directions, timestamps), schema validation of every frame, answering
-the agent's own requests (permission, fs on a real temp directory, terminals run for real or
-refused, elicitation), waiting helpers, and the teardown ladder (close stdin -> grace -> SIGTERM
--> SIGKILL, draining stdout at each rung).
+the wire transcript (both directions, timestamps), schema validation of every frame, waiting
+helpers, and the teardown ladder (close stdin -> grace -> SIGTERM -> SIGKILL, draining stdout at
+each rung). Answering the agent's own requests (permission, fs on a real temp directory,
+terminals run for real or refused, elicitation) is ``answers.py``'s; the records it keeps are
+``frames.py``'s.
 
 Does not own: deciding pass or fail. It records `violations` (frame-level problems) and leaves
 their meaning to the checks and the runner. It imports nothing from `acp_agent`.
@@ -19,85 +20,44 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .answers import ClientAnswers, Terminal
+from .calls import AcpCalls
+from .frames import (
+    FULL_CAPS,
+    STDERR_TAIL,
+    STOP_REASONS,
+    TRANSCRIPT_LINE_MAX,
+    AgentGone,
+    CallError,
+    ClientConfig,
+    Msg,
+    Violation,
+    WaitTimeout,
+    clip,
+    id_key,
+    same_id,
+    schema_code,
+)
 from .schema import Schema, frame_kind
 
-FULL_CAPS: dict[str, Any] = {
-    "fs": {"readTextFile": True, "writeTextFile": True},
-    "terminal": True,
-    "auth": {"terminal": True},
-    "elicitation": {"form": {}, "url": {}},
-    "session": {"configOptions": {"boolean": {}}},
-}
-STDERR_TAIL = 20_000
-STOP_REASONS = {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"}
-TRANSCRIPT_LINE_MAX = 4_000
+__all__ = [
+    "FULL_CAPS",
+    "STOP_REASONS",
+    "AgentGone",
+    "AgentProcess",
+    "CallError",
+    "ClientConfig",
+    "Msg",
+    "Violation",
+    "WaitTimeout",
+    "same_id",
+]
 
 
-class AgentGone(Exception):
-    """The agent closed its stdout (exited) while we were waiting for something."""
-
-
-class WaitTimeout(Exception):
-    """Nothing matching arrived in time."""
-
-
-@dataclass
-class Msg:
-    """One JSON-RPC message the agent wrote."""
-
-    index: int
-    t: float
-    obj: dict[str, Any]
-    kind: str  # request | notification | response
-    after_eof: bool = False
-
-    @property
-    def method(self) -> str | None:
-        m = self.obj.get("method")
-        return m if isinstance(m, str) else None
-
-    @property
-    def params(self) -> Any:
-        return self.obj.get("params")
-
-    def session_id(self) -> Any:
-        p = self.params
-        return p.get("sessionId") if isinstance(p, dict) else None
-
-    def update(self) -> dict[str, Any]:
-        p = self.params
-        u = p.get("update") if isinstance(p, dict) else None
-        return u if isinstance(u, dict) else {}
-
-
-@dataclass
-class Violation:
-    t: float
-    code: str  # requirement id the problem belongs to
-    detail: str
-    frame: int | None = None  # transcript index
-
-
-@dataclass
-class ClientConfig:
-    """How the client answers the agent's requests."""
-
-    capabilities: dict[str, Any] | None = field(default_factory=lambda: dict(FULL_CAPS))
-    # first | allow | reject | cancelled | hold (the check answers by itself)
-    permission: str = "first"
-    terminal: str = "real"  # real | refuse
-    elicitation: str = "decline"
-
-
-def same_id(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-class AgentProcess:
+class AgentProcess(ClientAnswers, AcpCalls):
     """One agent subprocess and the client side of its connection."""
 
     def __init__(
@@ -137,7 +97,7 @@ class AgentProcess:
         self._held: list[Msg] = []
         self._cancelled_sessions: set[Any] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._terminals: dict[str, _Terminal] = {}
+        self._terminals: dict[str, Terminal] = {}
         self._reader: asyncio.Task[None] | None = None
         self._err_reader: asyncio.Task[None] | None = None
         self.fs_writes: list[tuple[str, str]] = []
@@ -323,19 +283,17 @@ class AgentProcess:
         except ValueError:
             if stripped[0] in '{}[]"':  # a fragment: a message split over lines (pretty-printed?)
                 self._violate(
-                    "R-TRANS-2", f"line is not one JSON value: {_clip(stripped, 120)!r}", idx
+                    "R-TRANS-2", f"line is not one JSON value: {clip(stripped, 120)!r}", idx
                 )
             else:
-                self._violate(
-                    "R-TRANS-3", f"stdout line is not JSON: {_clip(stripped, 120)!r}", idx
-                )
+                self._violate("R-TRANS-3", f"stdout line is not JSON: {clip(stripped, 120)!r}", idx)
             return
         if isinstance(obj, list):
             self._violate("R-TRANS-8", "agent wrote a JSON array (batch) on stdout", idx)
             return
         if not isinstance(obj, dict):
             self._violate(
-                "R-TRANS-3", f"stdout line is JSON but not an object: {_clip(stripped, 60)}", idx
+                "R-TRANS-3", f"stdout line is JSON but not an object: {clip(stripped, 60)}", idx
             )
             return
         kind = frame_kind(obj)
@@ -343,7 +301,7 @@ class AgentProcess:
         if kind == "response":
             answered = self._method_for(obj.get("id"))
         for p in self.schema.check_frame(obj, "agent", answered):
-            code = p.split(":", 1)[0] if p.startswith("R-") else _schema_code(kind, obj)
+            code = p.split(":", 1)[0] if p.startswith("R-") else schema_code(kind, obj)
             self._violate(code, p, idx)
         if kind == "response" and "error" in obj and isinstance(obj["error"], dict):
             m = obj["error"].get("message")
@@ -395,7 +353,7 @@ class AgentProcess:
             )
 
     def _method_for(self, rid: Any) -> str | None:
-        return self._sent_methods.get(_idkey(rid))
+        return self._sent_methods.get(id_key(rid))
 
     def _record(self, direction: str, text: str, nbytes: int) -> None:
         self.transcript.append(
@@ -403,7 +361,7 @@ class AgentProcess:
                 "t": self.now(),
                 "dir": direction,
                 "bytes": nbytes,
-                "line": _clip(text, TRANSCRIPT_LINE_MAX),
+                "line": clip(text, TRANSCRIPT_LINE_MAX),
             }
         )
 
@@ -430,7 +388,7 @@ class AgentProcess:
     async def send(self, obj: Any) -> bool:
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
         if isinstance(obj, dict) and "method" in obj and "id" in obj:
-            self._sent_methods[_idkey(obj["id"])] = obj["method"]
+            self._sent_methods[id_key(obj["id"])] = obj["method"]
         if isinstance(obj, dict) and len(line) < 1_000_000:
             for p in self.schema.check_frame(obj, "client", None):
                 self._event("client frame note", p)  # ours; recorded, never judged
@@ -559,287 +517,3 @@ class AgentProcess:
             for m in self.inbox[start:]
             if m.kind == "request" and (m.method or "").startswith(prefix)
         ]
-
-    # -- conveniences --------------------------------------------------------------------------
-
-    async def initialize(self, caps: dict[str, Any] | str | None = "config", **extra: Any) -> Any:
-        params: dict[str, Any] = {"protocolVersion": 1}
-        c = self.config.capabilities if caps == "config" else caps
-        if c is not None:
-            params["clientCapabilities"] = c
-        params.update(extra)
-        return await self.call("initialize", params)
-
-    async def new_session(self, cwd: str | None = None, **extra: Any) -> tuple[str, Any]:
-        params: dict[str, Any] = {"cwd": cwd or str(self.cwd), "mcpServers": []}
-        params.update(extra)
-        result = await self.call("session/new", params)
-        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-            raise CallError("session/new", {"message": f"no sessionId in result: {result!r}"})
-        return result["sessionId"], result
-
-    async def start_session(self, caps: Any = "config") -> str:
-        await self.initialize(caps)
-        sid, _ = await self.new_session()
-        return sid
-
-    async def send_prompt(self, sid: str, prompt: str | list[dict[str, Any]], **extra: Any) -> Any:
-        blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else prompt
-        return await self.send_request(
-            "session/prompt", {"sessionId": sid, "prompt": blocks, **extra}
-        )
-
-    async def prompt(
-        self,
-        sid: str,
-        prompt: str | list[dict[str, Any]],
-        timeout: float | None = None,
-        **extra: Any,
-    ) -> Msg:
-        rid = await self.send_prompt(sid, prompt, **extra)
-        return await self.wait_response(rid, timeout=timeout, what="session/prompt")
-
-    # -- answering the agent's requests --------------------------------------------------------
-
-    def _cap(self, *path: str) -> bool:
-        c: Any = self.config.capabilities or {}
-        for p in path:
-            if not isinstance(c, dict):
-                return False
-            c = c.get(p)
-        return c is True or isinstance(c, dict)
-
-    async def _answer(self, m: Msg) -> None:
-        method = m.method or ""
-        p = m.params if isinstance(m.params, dict) else {}
-        try:
-            if method == "session/request_permission":
-                await self._answer_permission(m, p)
-            elif method == "fs/read_text_file":
-                if not self._cap("fs", "readTextFile"):
-                    self._violate("R-FS-1", "fs/read_text_file without fs.readTextFile")
-                    return await self.respond(m, error=_err(-32601, "Method not found"))
-                await self._fs_read(m, p)
-            elif method == "fs/write_text_file":
-                if not self._cap("fs", "writeTextFile"):
-                    self._violate("R-FS-1", "fs/write_text_file without fs.writeTextFile")
-                    return await self.respond(m, error=_err(-32601, "Method not found"))
-                await self._fs_write(m, p)
-            elif method.startswith("terminal/"):
-                if not self._cap("terminal"):
-                    self._violate("R-TERM-1", f"{method} without the terminal capability")
-                    return await self.respond(m, error=_err(-32601, "Method not found"))
-                if self.config.terminal != "real":
-                    return await self.respond(m, error=_err(-32601, "Method not found"))
-                await self._terminal(m, method, p)
-            elif method == "elicitation/create":
-                mode = p.get("mode")
-                if not (isinstance(mode, str) and self._cap("elicitation", mode)):
-                    self._violate("R-ELICIT-1", f"elicitation/create mode {mode!r} not advertised")
-                    return await self.respond(
-                        m, error=_err(-32602, "Elicitation mode not supported")
-                    )
-                await self.respond(m, {"action": self.config.elicitation})
-            else:
-                await self.respond(m, error=_err(-32601, "Method not found"))
-        except Exception as e:  # a bad agent request must not kill the client
-            await self.respond(m, error=_err(-32603, f"client error: {type(e).__name__}: {e}"))
-
-    async def _answer_permission(self, m: Msg, p: dict[str, Any]) -> None:
-        if p.get("sessionId") in self._cancelled_sessions:
-            return await self.respond(m, {"outcome": {"outcome": "cancelled"}})
-        mode = self.config.permission
-        if mode == "hold":
-            self._held.append(m)
-            return None
-        if mode == "cancelled":
-            return await self.respond(m, {"outcome": {"outcome": "cancelled"}})
-        options = [o for o in p.get("options") or [] if isinstance(o, dict)]
-        chosen = None
-        if mode == "first":
-            chosen = options[0] if options else None
-        else:
-            want = (
-                ("allow_once", "allow_always")
-                if mode == "allow"
-                else ("reject_once", "reject_always")
-            )
-            if mode not in ("allow", "reject"):
-                want = (mode,)
-            chosen = next((o for o in options if o.get("kind") in want), None)
-        if chosen is None:
-            return await self.respond(m, {"outcome": {"outcome": "cancelled"}})
-        await self.respond(
-            m, {"outcome": {"outcome": "selected", "optionId": chosen.get("optionId")}}
-        )
-
-    def _sandboxed(self, path: Any) -> Path | None:
-        if not isinstance(path, str) or not os.path.isabs(path):
-            return None
-        full = Path(os.path.normpath(path))
-        root = Path(os.path.normpath(self.root))
-        return full if full == root or root in full.parents else None
-
-    async def _fs_read(self, m: Msg, p: dict[str, Any]) -> None:
-        path = p.get("path")
-        if not isinstance(path, str) or not os.path.isabs(path):
-            self._violate("R-FS-2", f"fs/read_text_file with a non-absolute path {path!r}")
-            return await self.respond(m, error=_err(-32602, "path must be absolute"))
-        full = self._sandboxed(path)
-        if full is None or not full.is_file():
-            return await self.respond(m, error=_err(-32002, "Resource not found"))
-        text = full.read_text(encoding="utf-8", errors="replace")
-        line, limit = p.get("line"), p.get("limit")
-        if isinstance(line, int) or isinstance(limit, int):
-            lines = text.splitlines(keepends=True)
-            first = (line - 1) if isinstance(line, int) and line > 0 else 0
-            lines = lines[first:]
-            if isinstance(limit, int):
-                lines = lines[:limit]
-            text = "".join(lines)
-        await self.respond(m, {"content": text})
-
-    async def _fs_write(self, m: Msg, p: dict[str, Any]) -> None:
-        path, content = p.get("path"), p.get("content")
-        if not isinstance(path, str) or not os.path.isabs(path):
-            self._violate("R-FS-2", f"fs/write_text_file with a non-absolute path {path!r}")
-            return await self.respond(m, error=_err(-32602, "path must be absolute"))
-        full = self._sandboxed(path)
-        if full is None or not isinstance(content, str):
-            return await self.respond(m, error=_err(-32002, "outside the client's sandbox"))
-        full.parent.mkdir(parents=True, exist_ok=True)
-        full.write_text(content, encoding="utf-8")
-        self.fs_writes.append((path, content))
-        await self.respond(m, None)
-
-    async def _terminal(self, m: Msg, method: str, p: dict[str, Any]) -> None:
-        if method == "terminal/create":
-            term = await _Terminal.start(p, str(self.cwd))
-            tid = f"term-{len(self._terminals) + 1}"
-            self._terminals[tid] = term
-            return await self.respond(m, {"terminalId": tid})
-        term = self._terminals.get(p.get("terminalId"))  # type: ignore[arg-type]
-        if term is None or term.released:
-            return await self.respond(m, error=_err(-32002, "unknown or released terminal"))
-        if method == "terminal/output":
-            return await self.respond(m, term.output())
-        if method == "terminal/wait_for_exit":
-            await term.wait()
-            return await self.respond(m, term.exit_status())
-        if method == "terminal/kill":
-            term.kill()
-            return await self.respond(m, {})
-        if method == "terminal/release":
-            term.kill()
-            term.released = True
-            return await self.respond(m, {})
-        await self.respond(m, error=_err(-32601, "Method not found"))
-
-
-class CallError(Exception):
-    def __init__(self, method: str, error: Any) -> None:
-        super().__init__(f"{method} failed: {json.dumps(error)[:300]}")
-        self.error = error
-
-
-class _Terminal:
-    def __init__(self, proc: asyncio.subprocess.Process, limit: int | None) -> None:
-        self.proc = proc
-        self.limit = limit
-        self.buf = bytearray()
-        self.truncated = False
-        self.released = False
-        self.reader = asyncio.create_task(self._read())
-
-    @classmethod
-    async def start(cls, p: dict[str, Any], default_cwd: str) -> _Terminal:
-        command = str(p.get("command", ""))
-        args = [str(a) for a in p.get("args") or []]
-        env = dict(os.environ)
-        for e in p.get("env") or []:
-            if isinstance(e, dict) and "name" in e:
-                env[str(e["name"])] = str(e.get("value", ""))
-        cwd = p.get("cwd") if isinstance(p.get("cwd"), str) else default_cwd
-        kw: dict[str, Any] = {
-            "stdout": asyncio.subprocess.PIPE,
-            "stderr": asyncio.subprocess.STDOUT,
-            "stdin": asyncio.subprocess.DEVNULL,
-            "cwd": cwd,
-            "env": env,
-            "start_new_session": True,
-        }
-        if args:
-            proc = await asyncio.create_subprocess_exec(command, *args, **kw)
-        else:
-            proc = await asyncio.create_subprocess_shell(command, **kw)
-        limit = p.get("outputByteLimit")
-        return cls(proc, limit if isinstance(limit, int) else None)
-
-    async def _read(self) -> None:
-        assert self.proc.stdout is not None
-        while True:
-            chunk = await self.proc.stdout.read(65536)
-            if not chunk:
-                return
-            self.buf += chunk
-            if self.limit is not None and len(self.buf) > self.limit:
-                del self.buf[: len(self.buf) - self.limit]
-                while self.buf and (self.buf[0] & 0xC0) == 0x80:
-                    del self.buf[0]
-                self.truncated = True
-
-    def exit_status(self) -> dict[str, Any]:
-        rc = self.proc.returncode
-        if rc is None:
-            return {}
-        return (
-            {"exitCode": rc, "signal": None}
-            if rc >= 0
-            else {"exitCode": None, "signal": f"SIG{-rc}"}
-        )
-
-    def output(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "output": self.buf.decode("utf-8", "replace"),
-            "truncated": self.truncated,
-        }
-        if self.proc.returncode is not None:
-            out["exitStatus"] = self.exit_status()
-        return out
-
-    async def wait(self) -> None:
-        await self.proc.wait()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.reader, 2.0)
-
-    def kill(self) -> None:
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-
-    async def reap(self) -> None:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.proc.wait(), 3.0)
-        self.reader.cancel()
-        with contextlib.suppress(BaseException):
-            await self.reader
-
-
-def _err(code: int, message: str) -> dict[str, Any]:
-    return {"code": code, "message": message}
-
-
-def _idkey(rid: Any) -> tuple[str, Any]:
-    return (type(rid).__name__, rid if isinstance(rid, (int, str)) else repr(rid))
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... [{len(text)} chars]"
-
-
-def _schema_code(kind: str, obj: dict[str, Any]) -> str:
-    if kind == "response":
-        return "R-RPC-3"
-    if obj.get("method") == "session/update":
-        return "R-TURN-3"
-    return "R-EXT-4"
