@@ -55,8 +55,9 @@ class Persister:
 
     :class:`~acp_agent.session.History` reports a turn's start and events
     synchronously as updates are sent; they queue here and one task writes them.
-    Consecutive steps of the same turn merge into one store call (one transaction),
-    so a short turn costs one write. ``sync()`` waits until everything queued so far
+    The steps of a turn queued since its last write merge into one store call (one
+    transaction), so a short turn costs one write, and turns streaming at once in several
+    sessions do not split each other's batches. ``sync()`` waits until everything queued so far
     is durable.
     """
 
@@ -65,6 +66,7 @@ class Persister:
         self._soon: Soon | None = None  # loop.call_soon on asyncio (set by run)
         self._check_scheduled = False
         self._batches: list[TurnBatch] = []  # short; a deque costs 600 bytes empty
+        self._open: dict[str, TurnBatch] = {}  # each session's last batch in the queue
         self._queued = 0
         self._done = 0
         self._wake = anyio.Event()
@@ -85,17 +87,15 @@ class Persister:
         return SessionSink(self, session_id)
 
     def _batch(self, session_id: str, turn_id: str, *, fresh: bool = False) -> TurnBatch:
-        if self._batches and not fresh:
-            last = self._batches[-1]
-            if (
-                not last.sealed
-                and last.end is None
-                and last.session_id == session_id
-                and last.turn_id == turn_id
-            ):
-                return last
+        # The session's open batch, wherever it is in the queue: sessions streaming at
+        # once each fill a batch of their own (a session's steps stay in order; the
+        # order between sessions does not matter).
+        last = None if fresh else self._open.get(session_id)
+        if last is not None and not last.sealed and last.end is None and last.turn_id == turn_id:
+            return last
         batch = TurnBatch(session_id, turn_id)
         self._batches.append(batch)
+        self._open[session_id] = batch
         if self._soon is None:
             self._wake.set()
         elif not self._check_scheduled:
@@ -288,6 +288,8 @@ class Persister:
     def _written(self, batch: TurnBatch) -> None:
         batch.sealed = True
         del self._batches[0]
+        if self._open.get(batch.session_id) is batch:
+            del self._open[batch.session_id]
         self._done += batch.count
         progress, self._progress = self._progress, None
         if progress is not None:

@@ -93,3 +93,23 @@ async def test_a_long_turn_is_written_as_it_goes_not_queued_whole() -> None:
     assert persister.sync_now("s")
     [turn] = await store.load_history(DEFAULT_OWNER, "s")
     assert turn == TurnRecord("t", (item(-1), *map(item, range(n))), "end_turn")
+
+
+async def test_sessions_streaming_at_once_keep_one_batch_each() -> None:
+    store = Counting()
+    sessions = [f"s{n}" for n in range(20)]
+    for sid in sessions:
+        await store.create(SessionRecord(sid, cwd="/"))
+    persister = Persister(store)
+    for sid in sessions:
+        persister.begin(sid, "t", [item(-1)])
+    for i in range(10):  # interleaved, as streams in several sessions send
+        for sid in sessions:
+            persister.append(sid, "t", item(i))
+    for sid in sessions:
+        persister.end(sid, "t", "end_turn")
+    assert persister.sync_now(sessions[0])
+    assert store.now == len(sessions)  # one write per session, not one per update
+    for sid in sessions:
+        [turn] = await store.load_history(DEFAULT_OWNER, sid)
+        assert turn == TurnRecord("t", (item(-1), *(item(i) for i in range(10))), "end_turn")
