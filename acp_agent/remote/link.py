@@ -59,8 +59,13 @@ class MessageLink:
     # -- the server's side: a Transport
 
     async def receive(self) -> bytes:
-        if self._pull is None:
-            return await self._in_receive.receive()
+        if self._pull is None:  # a burst is read in one go, not a loop pass per message
+            chunks = [await self._in_receive.receive()]
+            while True:
+                try:
+                    chunks.append(self._in_receive.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    return b"".join(chunks)
         # (with a pull, a wait in progress is ended by the server's stop, not here)
         message = None if self._ended else await self._pull()
         if message is None:
@@ -97,7 +102,11 @@ class MessageLink:
 
         Raises ``anyio.BrokenResourceError`` once the server has stopped reading."""
         self.delivered += 1
-        await self._in_send.send(_one_line(message))
+        line = _one_line(message)
+        try:  # no pass of the event loop per message while there is room
+            self._in_send.send_nowait(line)
+        except anyio.WouldBlock:
+            await self._in_send.send(line)
 
     def end_input(self) -> None:
         """No more client messages: the server sees end of input, as on a closed pipe
@@ -115,10 +124,15 @@ class MessageLink:
         None once the server has closed its side and everything was taken."""
         while True:
             try:
-                chunk = await self._out_receive.receive()
+                chunks = [await self._out_receive.receive()]
             except (anyio.EndOfStream, anyio.ClosedResourceError):
                 return None
-            batch = [line for line in chunk.split(b"\n") if line]
+            while True:  # and whatever else is written already
+                try:
+                    chunks.append(self._out_receive.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                    break
+            batch = [line for chunk in chunks for line in chunk.split(b"\n") if line]
             if batch:
                 return batch
 
