@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.abc
 import orjson
 
 from ._loop import Soon, soon
@@ -54,7 +55,8 @@ class Persister:
     """Writes turns to the store in order, off the turn's hot path, in batches.
 
     :class:`~acp_agent.session.History` reports a turn's start and events
-    synchronously as updates are sent; they queue here and one task writes them.
+    synchronously as updates are sent; they queue here and one task writes them,
+    started (in the task group given to :meth:`start`) only while there is work.
     The steps of a turn queued since its last write merge into one store call (one
     transaction), so a short turn costs one write, and turns streaming at once in several
     sessions do not split each other's batches. ``sync()`` waits until everything queued so far
@@ -69,7 +71,8 @@ class Persister:
         self._open: dict[str, TurnBatch] = {}  # each session's last batch in the queue
         self._queued = 0
         self._done = 0
-        self._wake = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None  # where the writer runs (set by start)
+        self._writer_running = False
         self._progress: anyio.Event | None = None  # made by the first ``sync`` that waits
         self._busy = False  # a write_turn is in progress
         #: sessions whose write failed: their later writes are dropped
@@ -97,7 +100,7 @@ class Persister:
         self._batches.append(batch)
         self._open[session_id] = batch
         if self._soon is None:
-            self._wake.set()
+            self._wake()
         elif not self._check_scheduled:
             # The writer task is woken on the loop's next pass only if the batch is still
             # waiting then: a short turn has written it itself by then (see sync).
@@ -108,7 +111,13 @@ class Persister:
     def _check(self) -> None:
         self._check_scheduled = False
         if self._batches and not self._busy:
-            self._wake.set()
+            self._wake()
+
+    def _wake(self) -> None:
+        """Start the writer task unless it runs (it ends once nothing is queued)."""
+        if self._tg is not None and not self._writer_running:
+            self._writer_running = True
+            self._tg.start_soon(self._write_queued, name="acp-persister")
 
     # Each push counts itself (batch.count, _queued): inline, as they run for every update.
 
@@ -183,15 +192,19 @@ class Persister:
                 self._failed(batch, exc)
             self._written(batch)
 
-    async def run(self) -> None:
-        """Write batches in the background (long turns stream to the store as they go)."""
+    def start(self, tg: anyio.abc.TaskGroup) -> None:
+        """Write batches in the background from now on, in tasks of ``tg`` (long turns
+        stream to the store as they go). Call it on the running loop."""
         self._soon = soon()
-        while True:
-            if self._busy or not self._batches:
-                self._wake = anyio.Event()
-                await self._wake.wait()
-                continue
-            await self._write_next()
+        self._tg = tg
+
+    async def _write_queued(self) -> None:
+        # No task waits between bursts: an idle connection holds none.
+        try:
+            while self._batches and not self._busy:
+                await self._write_next()
+        finally:
+            self._writer_running = False
 
     async def _write_next(self) -> None:
         batch = self._batches[0]
@@ -295,7 +308,7 @@ class Persister:
         if progress is not None:
             progress.set()
         if self._batches:
-            self._wake.set()
+            self._wake()
 
 
 def _stored(batch: TurnBatch) -> None:

@@ -146,7 +146,7 @@ class AcpServer(UnstableMethods, ModesAndConfig, PromptTurns):
         self._new_scope = type(anyio.CancelScope())
         async with self.agent.lifespan(), anyio.create_task_group() as tg:
             self._tg = tg
-            tg.start_soon(self._persister.run, name="acp-persister")
+            self._persister.start(tg)
             try:
                 await conn.serve()
             finally:
