@@ -133,10 +133,9 @@ class AgentSession:
     async def serve(self) -> None:
         """Run until the peer closes the stream (EOF), then shut down cleanly."""
         self._loop = running_asyncio_loop()
-        self._out.start()
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            tg.start_soon(self._out.writer, name="acp-writer")
+            self._out.start(tg)
             try:
                 with self._reading:
                     await self._receive_loop(tg)

@@ -4,8 +4,9 @@ This module owns when queued frames reach the transport: an urgent frame (an ans
 a request: something the peer waits on) goes out at once, with everything queued
 before it, when the transport takes it without waiting; notifications are written on
 the loop's next pass (a plain callback on asyncio), coalesced; a writer task takes over
-whatever has to wait for a slow reader (back-pressure). It does not know what the
-frames mean: :mod:`acp_agent.jsonrpc` makes them and the connection queues them.
+whatever has to wait for a slow reader (back-pressure), and ends once it has written it.
+It does not know what the frames mean: :mod:`acp_agent.jsonrpc` makes them and the
+connection queues them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 from typing import Final
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 
 from ._loop import Soon, soon
@@ -27,13 +29,14 @@ YIELD_EVERY: Final = 64  # sends between forced checkpoints (lets the reader run
 
 
 class Outbox:
-    """Frames waiting to be written, in order. Run :meth:`writer` in a task."""
+    """Frames waiting to be written, in order. :meth:`start` it in a task group."""
 
     def __init__(self, transport: Transport) -> None:
         self._transport = transport
         self._frames: list[bytes] = []
         self._size = 0
-        self._wake = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None  # where the writer runs (set by start)
+        self._writer_running = False
         self._drained: anyio.Event | None = None  # made by the first waiter for a drain
         self._since_yield = 0
         self.writer_failed = False
@@ -47,9 +50,19 @@ class Outbox:
         """Bytes queued and not yet handed to the transport."""
         return self._size
 
-    def start(self) -> None:
-        """Called on the running loop before the first frame: learn how to defer a write."""
+    def start(self, tg: anyio.abc.TaskGroup) -> None:
+        """Called on the running loop before the first frame: learn how to defer a write,
+        and where to run the writer."""
         self._soon = soon() if self._try_send is not None else None
+        self._tg = tg
+        if self._frames:
+            self._wake()
+
+    def _wake(self) -> None:
+        """Start the writer task unless it runs (no task waits while nothing is queued)."""
+        if self._tg is not None and not self._writer_running:
+            self._writer_running = True
+            self._tg.start_soon(self._write_all, name="acp-writer")
 
     def due(self) -> bool:
         """Count one sent notification; true when the sender should :meth:`pace`."""
@@ -69,7 +82,7 @@ class Outbox:
         if urgent:
             self.kick()
         elif self._soon is None:
-            self._wake.set()
+            self._wake()
         elif not self._flush_scheduled:
             # Written on the loop's next pass by a plain callback, not a task: by then a
             # turn that is ending has usually written this with its response already.
@@ -106,7 +119,7 @@ class Outbox:
             rest = data[sent:] if sent else data
             self._frames = [rest]
             self._size = len(rest)
-        self._wake.set()
+        self._wake()
 
     def _set_drained(self) -> None:
         """Wake whoever waits for the outbox to be written (see ``_wait_drained``)."""
@@ -130,14 +143,13 @@ class Outbox:
         # the writer run.
         await anyio.lowlevel.checkpoint()
 
-    async def writer(self) -> None:
-        while True:
-            if not self._frames:
-                self._set_drained()
-                self._wake = anyio.Event()
-                await self._wake.wait()
-                continue
-            await self._flush_once()
+    async def _write_all(self) -> None:
+        try:
+            while self._frames:
+                await self._flush_once()
+        finally:
+            self._writer_running = False
+        self._set_drained()
 
     async def _flush_once(self) -> None:
         frames = self._frames
@@ -166,5 +178,5 @@ class Outbox:
     async def flush(self) -> None:
         """Wait until everything enqueued so far has been written (not just taken)."""
         while (self._frames or self._writing) and not self.writer_failed:
-            self._wake.set()
+            self._wake()
             await self._wait_drained()
