@@ -68,6 +68,20 @@ ORDERED_METHODS: Final = (
     "session/set_mode",
     "session/set_config_option",
 )
+#: the methods refused before initialize, and their handlers
+GATED: Final = {
+    "authenticate": "_authenticate",
+    "logout": "_logout",
+    "session/new": "_new_session",
+    "session/load": "_load_session",
+    "session/resume": "_resume_session",
+    "session/list": "_list_sessions",
+    "session/close": "_close_session",
+    "session/delete": "_delete_session",
+    "session/set_mode": "_set_mode",
+    "session/set_config_option": "_set_config_option",
+}
+UNSTABLE_GATED: Final = {"session/fork": "_fork_session", "session/set_title": "_set_title"}
 WARM_IDLE: Final = 0.1  # seconds of a quiet connection before the models are built
 
 
@@ -78,28 +92,18 @@ class AcpServer(UnstableMethods, ModesAndConfig, PromptTurns):
     """
 
     def method_table(self) -> MethodTable:
-        ordered = self._ordered
-        requests = {
-            "initialize": self._initialize,
-            "authenticate": self._gate(self._authenticate),
-            "logout": self._gate(self._logout),
-            "session/new": self._gate(self._new_session),
-            "session/load": ordered(self._gate(self._load_session)),
-            "session/resume": ordered(self._gate(self._resume_session)),
-            "session/list": self._gate(self._list_sessions),
-            "session/close": ordered(self._gate(self._close_session)),
-            "session/delete": ordered(self._gate(self._delete_session)),
-            "session/set_mode": ordered(self._gate(self._set_mode)),
-            "session/set_config_option": ordered(self._gate(self._set_config_option)),
-            "session/prompt": self._prompt,  # gated and ordered itself (see turns)
-        }
+        # One handler for every gated method: one bound method per connection rather
+        # than two closures per method (the table is built for every connection).
+        gated = self._gated
+        requests: dict[str, Any] = dict.fromkeys(GATED, gated)
+        requests["initialize"] = self._initialize
+        requests["session/prompt"] = self._prompt  # gated and ordered itself (see turns)
+        if self.unstable:
+            requests.update(dict.fromkeys(UNSTABLE_GATED, gated))
         prepare: dict[str, Callable[[Any, RequestContext], None]] = dict.fromkeys(
             ORDERED_METHODS, self._take_place
         )
         prepare["session/prompt"] = self._prompt_arrived
-        if self.unstable:
-            requests["session/fork"] = self._gate(self._fork_session)
-            requests["session/set_title"] = self._gate(self._set_title)
         return MethodTable(
             requests=requests,
             inline={"session/cancel": self._cancel},
@@ -114,27 +118,20 @@ class AcpServer(UnstableMethods, ModesAndConfig, PromptTurns):
         if isinstance(session_id, str):
             ctx.state["place"] = self._order.enter(session_id)
 
-    def _ordered(self, fn: Any) -> Any:
-        """Run ``fn`` once every request read before it for its session is done."""
-
-        async def ordered(params: Any, ctx: RequestContext) -> Any:
-            place: Place | None = ctx.state.pop("place", None)
-            if place is None:
-                return await fn(params, ctx)
-            try:
-                await place.wait()
-                return await fn(params, ctx)
-            finally:
-                self._order.leave(place)
-
-        return ordered
-
-    def _gate(self, fn: Any) -> Any:
-        async def gated(params: Any, ctx: RequestContext) -> Any:
+    async def _gated(self, params: Any, ctx: RequestContext) -> Any:
+        """Run the method's handler once the connection is initialized and (for the
+        ordered methods) once every request read before it for its session is done."""
+        fn = getattr(self, GATED.get(ctx.method) or UNSTABLE_GATED[ctx.method])
+        place: Place | None = ctx.state.pop("place", None)
+        if place is None:
             self._check_initialized()
             return await fn(params, ctx)
-
-        return gated
+        try:
+            await place.wait()
+            self._check_initialized()
+            return await fn(params, ctx)
+        finally:
+            self._order.leave(place)
 
     async def serve(self, transport: Transport) -> None:
         """Serve ``transport`` until EOF; then close every session and flush the store."""
