@@ -31,8 +31,8 @@ from .store.shared import held_prompts_of, leases_of
 log = logging.getLogger("acp_agent.persistence")
 
 #: a batch whose updates' text reaches this length is written at once, if the store can
-#: (the SQLite store writes up to 64 KiB on the caller's thread)
-FLUSH_BYTES = 32 * 1024
+#: (the SQLite store writes up to 256 KiB on the caller's thread)
+FLUSH_BYTES = 128 * 1024
 
 
 class TurnBatch:

@@ -13,6 +13,11 @@ zero, when no operation is queued or running on the worker (so none is overtaken
 another process holds the write lock, it is rolled back at once and the caller awaits
 ``write_turn`` instead: the event loop never waits for another process.
 
+A turn's items are rows of ``updates``, in order. The items of one write that follow each
+other share one TEXT row, one item per line (an item is JSON text, which the server writes
+without raw newlines): a streaming turn costs a row per write, not per update. A large
+item (packed, see ``packed``) or one that has a raw newline is a BLOB row of its own.
+
 ``turn_writer``, ``transaction_now`` and ``post_transaction`` serve the journal layer
 (``journal``), which makes a turn's end durable before the tables have it.
 
@@ -119,6 +124,12 @@ def _insert_packed(conn: sqlite3.Connection, turn: int, item: PackedJson) -> Non
             blob.write(view[start : start + PIECE])
 
 
+def _insert_lines(conn: sqlite3.Connection, turn: int, lines: Sequence[str]) -> None:
+    """Consecutive items as one TEXT row, one item per line: one row, not one per item."""
+    if lines:
+        conn.execute(_INSERT_UPDATE, (turn, "\n".join(lines)))
+
+
 def _rowid(cursor: sqlite3.Cursor) -> int:
     if cursor.lastrowid is None:  # not after a successful INSERT
         raise sqlite3.DatabaseError("no row id after an insert")
@@ -126,7 +137,7 @@ def _rowid(cursor: sqlite3.Cursor) -> int:
 
 
 PIECE: Final = 1 << 20  # bytes per write of a large item into its BLOB
-INLINE_BYTES: Final = 64 << 10  # a turn write up to this size may run on the caller's thread
+INLINE_BYTES: Final = 256 << 10  # a turn write up to this size may run on the caller's thread
 CHECK_WAL_EVERY: Final = 64  # turn writes on the caller's thread between two WAL checks
 
 
@@ -148,11 +159,9 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return code & 0xFF == 5 if code is not None else "database is locked" in str(exc)
 
 
-def _body(value: str | bytes) -> str:
-    """An update's JSON text, from a TEXT body or a BLOB one (a packed item): an update is
-    a JSON object, so a BLOB that starts with ``{`` is the text itself, else zlib of it."""
-    if isinstance(value, str):
-        return value
+def _unpack(value: bytes) -> str:
+    """The JSON text of the one item in a BLOB body: an item is a JSON object, so a BLOB
+    that starts with ``{`` is the text itself, else zlib of it."""
     return value.decode() if value[:1] == b"{" else zlib.decompress(value).decode()
 
 
@@ -434,15 +443,18 @@ class SqliteSessionStore:
                 turn = row[0]
                 if end is not None:
                     conn.execute("UPDATE turns SET stop_reason = ? WHERE id = ?", (end, turn))
-            plain: builtins.list[tuple[int, str]] = []  # items inserted together
+            lines: builtins.list[str] = []  # consecutive items stored in one TEXT row
             for body in bodies:
+                if isinstance(body, str) and "\n" not in body:
+                    lines.append(body)
+                    continue
+                _insert_lines(conn, turn, lines)
+                lines = []
                 if isinstance(body, PackedJson):
-                    conn.executemany(_INSERT_UPDATE, plain)
-                    plain = []
                     _insert_packed(conn, turn, body)
-                else:
-                    plain.append((turn, body))
-            conn.executemany(_INSERT_UPDATE, plain)
+                else:  # a raw newline: not a line, so a BLOB of its own
+                    conn.execute(_INSERT_UPDATE, (turn, zlib.compress(body.encode())))
+            _insert_lines(conn, turn, lines)
 
         return run
 
@@ -486,7 +498,10 @@ class SqliteSessionStore:
                 "WHERE t.session_id = ? ORDER BY u.id",
                 (session_id,),
             ):
-                bodies[turn].append(_body(body))
+                if isinstance(body, str):
+                    bodies[turn].extend(body.split("\n"))
+                else:
+                    bodies[turn].append(_unpack(body))
             return [TurnRecord(turn_id, tuple(bodies[i]), stop) for i, turn_id, stop in turns]
 
         return await self._run(run, write=False)

@@ -107,6 +107,7 @@ async def test_delete_cascades_to_turns_and_updates(tmp_path: Path) -> None:
         for sid in ("gone", "kept"):
             await store.create(SessionRecord(sid, cwd="/"))
             await store.write_turn(sid, "t", begin=[item(a=1)], updates=[item(b=2)])
+            await store.write_turn(sid, "t", updates=[item(c=3)], end="end_turn")
         assert raw(db, "SELECT count(*) FROM updates") == [(4,)]
         assert await store.delete(ME, "gone") is True
         assert raw(db, "SELECT count(*) FROM turns") == [(1,)]
@@ -342,3 +343,23 @@ async def test_packed_items_that_do_not_compress_are_stored_as_they_are(tmp_path
         assert turn.updates == (text, item(a=1))
         [(_, (_, stored))] = (await store.sizes(ME)).items()
         assert stored == len(text.encode()) + len(item(a=1))
+
+
+async def test_items_written_together_share_one_row_and_come_back_one_by_one(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.sqlite3"
+    pretty = orjson.dumps({"a": [1, 2]}, option=orjson.OPT_INDENT_2).decode()  # raw newlines
+    big = item(text="x" * 200_000)
+    first = [item(n=i, text="line\nbreak") for i in range(100)]  # escaped: no raw newline
+    second = [item(e=""), pretty, item(f=1), PackedJson.pack(big.encode()), item(g=2)]
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.write_turn("s", "t", begin=[item(p=0)], updates=first)
+        await store.write_turn("s", "t", updates=second, end="end_turn")
+        [turn] = await store.load_history(ME, "s")
+    assert turn.updates == (item(p=0), *first, item(e=""), pretty, item(f=1), big, item(g=2))
+    kinds = raw(db, "SELECT typeof(body) FROM updates ORDER BY id")
+    # the prompt and the 100 updates; then one line; the pretty item; one line; the big
+    # item; one line
+    assert [kind for (kind,) in kinds] == ["text", "text", "blob", "text", "blob", "text"]
