@@ -1,7 +1,8 @@
 """Remote ACP under load: acp-agent-kit serve beside the official Python SDK's server.
 
 Both servers run the reference-agent contract (``shared/reference-agent.md``) on loopback,
-under the same ASGI server (Hypercorn, asyncio on uvloop), each in a process of its own;
+under the same ASGI server (Hypercorn, asyncio on uvloop), each in a process of its own,
+beside a floor (``peers/floor_remote.py``: a bare app that only answers these scenarios);
 one client process (asyncio on uvloop, the ``websockets`` client, orjson) drives them in
 turn with the same two scenarios:
 
@@ -42,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PEERS: dict[str, list[str]] = {
     "acp-agent": [sys.executable, "-m", "acp_agent", "--store", "memory", "serve"],
     "sdk": [sys.executable, str(ROOT / "benchmarks" / "peers" / "sdk_remote.py")],
+    "floor": [sys.executable, str(ROOT / "benchmarks" / "peers" / "floor_remote.py")],
 }
 # acp-agent-kit serve's bounds, opened up for the benchmark's load
 OPEN_BOUNDS = ["--max-connections", "100000", "--max-pending", "100000"]
@@ -54,6 +56,8 @@ class Result:
     p99_ms: float = 0.0
     rss_kib_per_conn: float = 0.0
     stream_s: float = 0.0
+    stream_server_cpu_s: float = 0.0  # the server's CPU time during the streams run
+    stream_client_cpu_s: float = 0.0  # the client's
     streams_ok: bool = False
     cancelled: int = 0
 
@@ -129,7 +133,13 @@ async def fan_out(url: str, pid: int, connections: int, seconds: float, result: 
     await asyncio.gather(*(ws.close() for ws, _ in pairs))
 
 
-async def streams(url: str, sessions: int, chunks: int, result: Result) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def streams(url: str, pid: int, sessions: int, chunks: int, result: Result) -> None:
     import websockets
 
     async with websockets.connect(
@@ -141,7 +151,7 @@ async def streams(url: str, sessions: int, chunks: int, result: Result) -> None:
         for i in range(sessions):
             await ws.send(_request(100 + i, "session/new", {"cwd": str(ROOT), "mcpServers": []}))
             ids.append((await _answer(ws, 100 + i))["result"]["sessionId"])
-        start = time.perf_counter()
+        start, server_cpu, client_cpu = time.perf_counter(), cpu_seconds(pid), time.process_time()
         for i, session_id in enumerate(ids):
             await ws.send(_prompt(1000 + i, session_id, f"/stream {chunks}"))
         for session_id in ids[::2]:
@@ -158,6 +168,8 @@ async def streams(url: str, sessions: int, chunks: int, result: Result) -> None:
             elif "id" in message and message["id"] >= 1000:
                 stops[message["id"] - 1000] = message.get("result", {}).get("stopReason", "error")
         result.stream_s = time.perf_counter() - start
+        result.stream_server_cpu_s = cpu_seconds(pid) - server_cpu
+        result.stream_client_cpu_s = time.process_time() - client_cpu
         # a stream left alone ends after every chunk; one sent a cancel ends cancelled,
         # unless it had already finished when the cancel arrived
         finished = [i for i in range(sessions) if stops[i] == "end_turn"]
@@ -202,7 +214,7 @@ def run_peer(name: str, args: argparse.Namespace) -> Result:
         log(f"{name}: fan-out")
         uvloop.run(fan_out(url, proc.pid, args.connections, args.seconds, result))
         log(f"{name}: streams")
-        uvloop.run(streams(url, args.sessions, args.chunks, result))
+        uvloop.run(streams(url, proc.pid, args.sessions, args.chunks, result))
     finally:
         proc.terminate()
         try:
@@ -223,15 +235,17 @@ def main() -> None:
     results = {name: run_peer(name, args) for name in args.peer or list(PEERS)}
     print(
         f"| server | turns/s ({args.connections} WebSockets) | p50 turn | p99 turn | "
-        f"RSS per connection | {args.sessions} x {args.chunks} chunks, half cancelled |"
+        f"RSS per connection | {args.sessions} x {args.chunks} chunks, half cancelled | "
+        "its CPU: server, client |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, r in results.items():
         stream = f"{r.stream_s:.2f} s ({r.cancelled} cancelled)"
         stream += "" if r.streams_ok else " WRONG OUTCOME"
         print(
             f"| {name} | {r.turns_per_s:,.0f} | {r.p50_ms:.1f} ms | {r.p99_ms:.1f} ms | "
-            f"{r.rss_kib_per_conn:.0f} KiB | {stream} |"
+            f"{r.rss_kib_per_conn:.0f} KiB | {stream} | "
+            f"{r.stream_server_cpu_s:.2f} s, {r.stream_client_cpu_s:.2f} s |"
         )
 
 
