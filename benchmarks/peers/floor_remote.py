@@ -12,14 +12,17 @@ server, with no ACP work around it. Not an ACP implementation.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import itertools
-import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from hypercorn_run import run
 
 Send = Any  # the ASGI send callable
 
@@ -100,30 +103,5 @@ async def app(scope: dict[str, Any], receive: Any, send: Send) -> None:
             task.cancel()
 
 
-async def serve(listen: str) -> None:
-    from hypercorn.asyncio import serve as hypercorn_serve
-    from hypercorn.config import Config
-
-    config = Config()
-    config.bind = [listen]
-    config.accesslog = None
-    config.graceful_timeout = 2.0
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    print(f"serving ws://{listen}/acp", file=sys.stderr, flush=True)
-    await hypercorn_serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--listen", default="127.0.0.1:8767")
-    args = parser.parse_args()
-    import uvloop
-
-    uvloop.run(serve(args.listen))
-
-
 if __name__ == "__main__":
-    main()
+    run(app)

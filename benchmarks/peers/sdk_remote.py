@@ -10,43 +10,14 @@ server acp-agent uses (Hypercorn, asyncio on uvloop), so that only the ACP side 
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import signal
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from acp.http.asgi import create_asgi_app
+from hypercorn_run import run
 from sdk_agent import ReferenceAgent
 
-
-async def serve(listen: str) -> None:
-    from hypercorn.asyncio import serve as hypercorn_serve
-    from hypercorn.config import Config
-
-    config = Config()
-    config.bind = [listen]
-    config.accesslog = None
-    config.graceful_timeout = 2.0
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    app = create_asgi_app(lambda conn: ReferenceAgent())
-    print(f"serving http://{listen}/acp", file=sys.stderr, flush=True)
-    await hypercorn_serve(app, config, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--listen", default="127.0.0.1:8766")
-    args = parser.parse_args()
-    import uvloop
-
-    uvloop.run(serve(args.listen))
-
-
 if __name__ == "__main__":
-    main()
+    run(create_asgi_app(lambda conn: ReferenceAgent()))
