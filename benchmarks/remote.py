@@ -60,6 +60,7 @@ class Result:
     stream_client_cpu_s: float = 0.0  # the client's
     streams_ok: bool = False
     cancelled: int = 0
+    chunks: int = 0  # chunks the streams run delivered
 
 
 def log(text: str) -> None:
@@ -174,6 +175,7 @@ async def streams(url: str, pid: int, sessions: int, chunks: int, result: Result
         # unless it had already finished when the cancel arrived
         finished = [i for i in range(sessions) if stops[i] == "end_turn"]
         whole = all(chunks_seen[ids[i]] == chunks for i in finished)
+        result.chunks = sum(chunks_seen.values())
         result.cancelled = sum(stops[i] == "cancelled" for i in range(0, sessions, 2))
         result.streams_ok = whole and len(finished) + result.cancelled == sessions
         if not result.streams_ok:
@@ -236,16 +238,17 @@ def main() -> None:
     print(
         f"| server | turns/s ({args.connections} WebSockets) | p50 turn | p99 turn | "
         f"RSS per connection | {args.sessions} x {args.chunks} chunks, half cancelled | "
-        "its CPU: server, client |"
+        "chunks | server CPU per chunk | client CPU per chunk |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in results.items():
         stream = f"{r.stream_s:.2f} s ({r.cancelled} cancelled)"
         stream += "" if r.streams_ok else " WRONG OUTCOME"
         print(
             f"| {name} | {r.turns_per_s:,.0f} | {r.p50_ms:.1f} ms | {r.p99_ms:.1f} ms | "
             f"{r.rss_kib_per_conn:.0f} KiB | {stream} | "
-            f"{r.stream_server_cpu_s:.2f} s, {r.stream_client_cpu_s:.2f} s |"
+            f"{r.chunks:,} | {r.stream_server_cpu_s / max(r.chunks, 1) * 1e6:.1f} µs | "
+            f"{r.stream_client_cpu_s / max(r.chunks, 1) * 1e6:.1f} µs |"
         )
 
 
