@@ -13,10 +13,7 @@ zero, when no operation is queued or running on the worker (so none is overtaken
 another process holds the write lock, it is rolled back at once and the caller awaits
 ``write_turn`` instead: the event loop never waits for another process.
 
-A turn's items are rows of ``updates``, in order. The items of one write that follow each
-other share one TEXT row, one item per line (an item is JSON text, which the server writes
-without raw newlines): a streaming turn costs a row per write, not per update. A large
-item (packed, see ``packed``) or one that has a raw newline is a BLOB row of its own.
+How a turn's items are laid out in rows (a write's items share one) is ``sqlite_rows``'s.
 
 ``turn_writer``, ``transaction_now`` and ``post_transaction`` serve the journal layer
 (``journal``), which makes a turn's end durable before the tables have it.
@@ -40,7 +37,6 @@ import builtins
 import logging
 import os
 import sqlite3
-import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -65,6 +61,7 @@ from acp_agent.store.base import (
     session_not_found,
 )
 from acp_agent.store.packed import PackedJson
+from acp_agent.store.sqlite_rows import insert_items, items_of, rowid
 from acp_agent.store.sqlite_schema import (
     BUSY_TIMEOUT_MS,
     SCHEMA_VERSION,
@@ -105,38 +102,6 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-_INSERT_UPDATE: Final = "INSERT INTO updates (turn, body) VALUES (?, ?)"
-
-
-def _insert_packed(conn: sqlite3.Connection, turn: int, item: PackedJson) -> None:
-    """A large item, stored packed in a BLOB: zlib of its text, or its text when that does
-    not compress, written in pieces so that SQLite makes no copy of the whole."""
-    blobopen = getattr(conn, "blobopen", None)  # Python 3.11+
-    if item.compressed or blobopen is None:
-        conn.execute(_INSERT_UPDATE, (turn, item.data))
-        return
-    cursor = conn.execute(
-        "INSERT INTO updates (turn, body) VALUES (?, zeroblob(?))", (turn, len(item.data))
-    )
-    with blobopen("updates", "body", _rowid(cursor)) as blob:
-        view = memoryview(item.data)
-        for start in range(0, len(view), PIECE):
-            blob.write(view[start : start + PIECE])
-
-
-def _insert_lines(conn: sqlite3.Connection, turn: int, lines: Sequence[str]) -> None:
-    """Consecutive items as one TEXT row, one item per line: one row, not one per item."""
-    if lines:
-        conn.execute(_INSERT_UPDATE, (turn, "\n".join(lines)))
-
-
-def _rowid(cursor: sqlite3.Cursor) -> int:
-    if cursor.lastrowid is None:  # not after a successful INSERT
-        raise sqlite3.DatabaseError("no row id after an insert")
-    return cursor.lastrowid
-
-
-PIECE: Final = 1 << 20  # bytes per write of a large item into its BLOB
 INLINE_BYTES: Final = 256 << 10  # a turn write up to this size may run on the caller's thread
 CHECK_WAL_EVERY: Final = 64  # turn writes on the caller's thread between two WAL checks
 
@@ -157,12 +122,6 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     """Whether SQLite said SQLITE_BUSY: another connection holds the lock."""
     code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
     return code & 0xFF == 5 if code is not None else "database is locked" in str(exc)
-
-
-def _unpack(value: bytes) -> str:
-    """The JSON text of the one item in a BLOB body: an item is a JSON object, so a BLOB
-    that starts with ``{`` is the text itself, else zlib of it."""
-    return value.decode() if value[:1] == b"{" else zlib.decompress(value).decode()
 
 
 TurnWriter = Callable[[sqlite3.Connection], None]
@@ -433,7 +392,7 @@ class SqliteSessionStore:
                 end=end,
             )
             if row is None:
-                turn = _rowid(
+                turn = rowid(
                     conn.execute(
                         "INSERT INTO turns (session_id, turn_id, stop_reason) VALUES (?, ?, ?)",
                         (session_id, turn_id, end),
@@ -443,18 +402,7 @@ class SqliteSessionStore:
                 turn = row[0]
                 if end is not None:
                     conn.execute("UPDATE turns SET stop_reason = ? WHERE id = ?", (end, turn))
-            lines: builtins.list[str] = []  # consecutive items stored in one TEXT row
-            for body in bodies:
-                if isinstance(body, str) and "\n" not in body:
-                    lines.append(body)
-                    continue
-                _insert_lines(conn, turn, lines)
-                lines = []
-                if isinstance(body, PackedJson):
-                    _insert_packed(conn, turn, body)
-                else:  # a raw newline: not a line, so a BLOB of its own
-                    conn.execute(_INSERT_UPDATE, (turn, zlib.compress(body.encode())))
-            _insert_lines(conn, turn, lines)
+            insert_items(conn, turn, bodies)
 
         return run
 
@@ -498,10 +446,7 @@ class SqliteSessionStore:
                 "WHERE t.session_id = ? ORDER BY u.id",
                 (session_id,),
             ):
-                if isinstance(body, str):
-                    bodies[turn].extend(body.split("\n"))
-                else:
-                    bodies[turn].append(_unpack(body))
+                bodies[turn].extend(items_of(body))
             return [TurnRecord(turn_id, tuple(bodies[i]), stop) for i, turn_id, stop in turns]
 
         return await self._run(run, write=False)
