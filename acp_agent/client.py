@@ -161,6 +161,8 @@ class SessionClient:
             update, memoryview(params)[at:-1] if len(params) > BIG_EVENT else params[at:-1]
         )
         await self.outbound.notify_json("session/update", params)
+        if current.behind():
+            await current.catch_up()
 
     def record(self, update: JSON) -> None:
         """Keep ``update`` in the open turn's history without sending it.

@@ -42,6 +42,14 @@ class TurnSink(Protocol):
 
     def turn_event(self, turn_id: str, update: JsonText | PackedJson) -> None: ...
 
+    def behind(self) -> bool:
+        """Whether so much waits for the store that a turn should ``catch_up``."""
+        ...
+
+    async def catch_up(self) -> None:
+        """Return once the store is no longer ``behind``."""
+        ...
+
 
 CHUNK_EVENTS: Final = 256  # events per compressed history chunk
 BIG_EVENT: Final = 64 * 1024  # bytes of JSON above which an event is packed alone
@@ -167,6 +175,16 @@ class TurnHandle:
         if self._sink is not None:
             self._sink.turn_event(self._log.turn_id, raw)
         return raw
+
+    def behind(self) -> bool:
+        """Whether the store is far behind the turn's events (see :meth:`catch_up`)."""
+        return self._sink is not None and self._sink.behind()
+
+    async def catch_up(self) -> None:
+        """Wait until the store is no longer far behind: a turn that sends faster than
+        its store writes waits here, rather than have its events queue without bound."""
+        if self._sink is not None:
+            await self._sink.catch_up()
 
     def commit(self, stop_reason: str) -> None:
         if stop_reason not in STOP_REASONS:

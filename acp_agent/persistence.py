@@ -14,7 +14,7 @@ objects; the store itself lives in :mod:`acp_agent.store`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,8 @@ log = logging.getLogger("acp_agent.persistence")
 #: a batch whose updates' text reaches this length is written at once, if the store can
 #: (the SQLite store writes up to 256 KiB on the caller's thread)
 FLUSH_BYTES = 128 * 1024
+#: queued update text above which a streaming turn waits for the store (``catch_up``)
+BEHIND_BYTES = 1024 * 1024
 
 
 class TurnBatch:
@@ -71,6 +73,7 @@ class Persister:
         self._open: dict[str, TurnBatch] = {}  # each session's last batch in the queue
         self._queued = 0
         self._done = 0
+        self._queued_bytes = 0  # the updates' text in the queue (as ``TurnBatch.size``)
         self._tg: anyio.abc.TaskGroup | None = None  # where the writer runs (set by start)
         self._writer_running = False
         self._progress: anyio.Event | None = None  # made by the first ``sync`` that waits
@@ -132,7 +135,9 @@ class Persister:
         batch.updates.append(update)
         batch.count += 1
         self._queued += 1
-        batch.size += FLUSH_BYTES if isinstance(update, PackedJson) else len(update)
+        size = FLUSH_BYTES if isinstance(update, PackedJson) else len(update)
+        batch.size += size
+        self._queued_bytes += size
         if batch.size >= FLUSH_BYTES and not self._busy:
             # A long turn is written as it goes, here if the store can do it at once: a
             # worker thread would hardly get the interpreter from a busy loop meanwhile.
@@ -153,15 +158,29 @@ class Persister:
         of the turn.
         """
         target = self._queued
-        while self._done < target:
+        await self._wait_while(lambda: self._done < target)
+        if session_id is not None and session_id in self.failed:
+            raise InternalError("the session store failed for this session; see the agent's log")
+
+    def behind(self) -> bool:
+        """Whether more than ``BEHIND_BYTES`` of updates wait for the store."""
+        return self._queued_bytes > BEHIND_BYTES
+
+    async def catch_up(self) -> None:
+        """Wait while the store is ``behind``: a turn streaming faster than the store
+        writes (a slow disk or server, a worker busy with other writes) waits for it,
+        so that what is queued stays bounded."""
+        await self._wait_while(self.behind)
+
+    async def _wait_while(self, waiting: Callable[[], bool]) -> None:
+        # The caller writes what is queued itself when no write is in progress.
+        while waiting():
             if not self._busy and self._batches:
                 await self._write_next()
                 continue
             if self._progress is None:
                 self._progress = anyio.Event()
             await self._progress.wait()
-        if session_id is not None and session_id in self.failed:
-            raise InternalError("the session store failed for this session; see the agent's log")
 
     def sync_now(self, session_id: str) -> bool:
         """``sync(session_id)`` without waiting, if the store can write what is queued at
@@ -304,6 +323,7 @@ class Persister:
         if self._open.get(batch.session_id) is batch:
             del self._open[batch.session_id]
         self._done += batch.count
+        self._queued_bytes -= batch.size
         progress, self._progress = self._progress, None
         if progress is not None:
             progress.set()
@@ -327,6 +347,12 @@ class SessionSink:
 
     def turn_event(self, turn_id: str, update: JsonText | PackedJson) -> None:
         self.persister.append(self.session_id, turn_id, update)
+
+    def behind(self) -> bool:
+        return self.persister.behind()
+
+    async def catch_up(self) -> None:
+        await self.persister.catch_up()
 
 
 __all__ = ["Persister", "SessionSink", "TurnBatch"]

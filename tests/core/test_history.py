@@ -71,6 +71,12 @@ class RecordingSink:
             (turn_id, orjson.loads(str(update)) if isinstance(update, str) else update)
         )
 
+    def behind(self) -> bool:
+        return False
+
+    async def catch_up(self) -> None:
+        pass
+
 
 # --------------------------------------------------------------------------- History
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import anyio
 import orjson
 import pytest
 
-from acp_agent.persistence import FLUSH_BYTES, Persister
+from acp_agent.persistence import BEHIND_BYTES, FLUSH_BYTES, Persister
 from acp_agent.store import (
     DEFAULT_OWNER,
     JsonText,
@@ -113,3 +114,48 @@ async def test_sessions_streaming_at_once_keep_one_batch_each() -> None:
     for sid in sessions:
         [turn] = await store.load_history(DEFAULT_OWNER, sid)
         assert turn == TurnRecord("t", (item(-1), *(item(i) for i in range(10))), "end_turn")
+
+
+class Stalled(MemorySessionStore):
+    """A store whose writes wait until ``go`` is set, and never write at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = anyio.Event()
+
+    def write_turn_now(self, *args: object, **kwargs: object) -> bool:
+        return False
+
+    async def write_turn(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
+        await self.go.wait()
+        super().write_turn_now(*args, **kwargs)  # type: ignore[arg-type]
+
+
+async def test_a_turn_that_outruns_its_store_waits_for_it() -> None:
+    store = Stalled()
+    await store.create(SessionRecord("s", cwd="/"))
+    persister = Persister(store)
+    persister.begin("s", "t", [item(-1)])
+    sent = 0
+    while not persister.behind():
+        persister.append("s", "t", item(sent))
+        sent += 1
+    assert sum(len(item(i)) for i in range(sent)) > BEHIND_BYTES
+    caught_up = anyio.Event()
+
+    async def stream_on() -> None:
+        await persister.catch_up()
+        caught_up.set()
+
+    async with anyio.create_task_group() as tg:
+        persister.start(tg)
+        tg.start_soon(stream_on)
+        await anyio.wait_all_tasks_blocked()
+        assert not caught_up.is_set()  # the store has written nothing: the turn waits
+        store.go.set()
+        await caught_up.wait()
+        assert not persister.behind()
+        persister.end("s", "t", "end_turn")
+        await persister.sync("s")
+    [turn] = await store.load_history(DEFAULT_OWNER, "s")
+    assert turn == TurnRecord("t", (item(-1), *map(item, range(sent))), "end_turn")

@@ -1,0 +1,74 @@
+"""A turn that streams faster than its store writes waits for the store: what waits to be
+written stays bounded, and nothing is lost."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from acp_agent import Agent, PromptTurn
+from acp_agent.agent import StopReason
+from acp_agent.persistence import BEHIND_BYTES
+from acp_agent.store import DEFAULT_OWNER, MemorySessionStore
+from tests.helpers.memclient import serving
+
+pytestmark = pytest.mark.anyio
+
+CHUNKS = 20_000
+TEXT = "x" * 200
+
+
+class Streamer(Agent):
+    async def prompt(self, turn: PromptTurn) -> StopReason:
+        for i in range(CHUNKS):
+            await turn.client.message(f"{i:06d}{TEXT}")
+        return "end_turn"
+
+
+class Stalled(MemorySessionStore):
+    """A memory store whose turn writes wait until ``go`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = anyio.Event()
+
+    def write_turn_now(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+    async def write_turn(self, *args: Any, **kwargs: Any) -> None:
+        await self.go.wait()
+        super().write_turn_now(*args, **kwargs)
+
+
+async def test_a_stream_waits_for_a_stalled_store_then_finishes_whole() -> None:
+    store = Stalled()
+    async with serving(Streamer(), store=store) as (client, _server):
+        await client.initialize()
+        session = await client.new_session()
+        prompt = {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}
+        request = await client.request("session/prompt", prompt)
+        chunks: list[str] = []
+        answer: dict[str, Any] = {}
+
+        async def read() -> None:
+            while True:
+                message = await client.recv()
+                if message.get("id") == request:
+                    answer.update(message)
+                    return
+                chunks.append(message["params"]["update"]["content"]["text"])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            try:
+                await anyio.wait_all_tasks_blocked()
+                # the store has written nothing: the turn waits after about BEHIND_BYTES
+                assert 0 < len(chunks) * len(TEXT) < 2 * BEHIND_BYTES
+            finally:
+                store.go.set()
+        assert answer["result"] == {"stopReason": "end_turn"}
+        assert chunks == [f"{i:06d}{TEXT}" for i in range(CHUNKS)]
+        [turn] = await store.load_history(DEFAULT_OWNER, session)
+        assert turn.stop_reason == "end_turn" and len(turn.updates) == CHUNKS + 1
