@@ -19,6 +19,7 @@ from acp_agent.store import (
     SessionStore,
     TurnRecord,
 )
+from tests.helpers.stalled_store import StalledStore
 
 pytestmark = pytest.mark.anyio
 
@@ -116,23 +117,8 @@ async def test_sessions_streaming_at_once_keep_one_batch_each() -> None:
         assert turn == TurnRecord("t", (item(-1), *(item(i) for i in range(10))), "end_turn")
 
 
-class Stalled(MemorySessionStore):
-    """A store whose writes wait until ``go`` is set, and never write at once."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.go = anyio.Event()
-
-    def write_turn_now(self, *args: object, **kwargs: object) -> bool:
-        return False
-
-    async def write_turn(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
-        await self.go.wait()
-        super().write_turn_now(*args, **kwargs)  # type: ignore[arg-type]
-
-
 async def test_a_turn_that_outruns_its_store_waits_for_it() -> None:
-    store = Stalled()
+    store = StalledStore()
     await store.create(SessionRecord("s", cwd="/"))
     persister = Persister(store)
     persister.begin("s", "t", [item(-1)])

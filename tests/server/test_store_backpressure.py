@@ -11,8 +11,9 @@ import pytest
 from acp_agent import Agent, PromptTurn
 from acp_agent.agent import StopReason
 from acp_agent.persistence import BEHIND_BYTES
-from acp_agent.store import DEFAULT_OWNER, MemorySessionStore
+from acp_agent.store import DEFAULT_OWNER
 from tests.helpers.memclient import serving
+from tests.helpers.stalled_store import StalledStore
 
 pytestmark = pytest.mark.anyio
 
@@ -27,23 +28,8 @@ class Streamer(Agent):
         return "end_turn"
 
 
-class Stalled(MemorySessionStore):
-    """A memory store whose turn writes wait until ``go`` is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.go = anyio.Event()
-
-    def write_turn_now(self, *args: Any, **kwargs: Any) -> bool:
-        return False
-
-    async def write_turn(self, *args: Any, **kwargs: Any) -> None:
-        await self.go.wait()
-        super().write_turn_now(*args, **kwargs)
-
-
 async def test_a_stream_waits_for_a_stalled_store_then_finishes_whole() -> None:
-    store = Stalled()
+    store = StalledStore()
     async with serving(Streamer(), store=store) as (client, _server):
         await client.initialize()
         session = await client.new_session()
