@@ -13,8 +13,8 @@ to the plain store (``sqlite``) unchanged.
   queued before: by the worker thread every ``APPLY_AT`` records or ``APPLY_AFTER``
   seconds after the first of a batch; and before any other operation, which so sees every
   write made before it, on the caller's thread if the worker is free. (A long turn that
-  starts while the worker applies a batch queues its updates until that batch is in: the
-  worker hardly gets the interpreter from a loop that streams.)
+  starts while the worker applies a batch waits for it once its queue is full: see
+  ``persistence.BEHIND_BYTES``.)
 - Each process appends to a file of its own in ``<database>.journals/``, locked (``flock``)
   while it is open; the file is emptied once every record in it is in the tables, and
   removed at close. A store that opens applies, then removes, every journal whose lock it
