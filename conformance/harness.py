@@ -42,6 +42,7 @@ from .frames import (
     schema_code,
 )
 from .schema import Schema, frame_kind
+from .semantics import frame_problems
 
 __all__ = [
     "FULL_CAPS",
@@ -307,50 +308,13 @@ class AgentProcess(ClientAnswers, AcpCalls):
             m = obj["error"].get("message")
             if not isinstance(m, str) or not m.strip() or "\n" in m:
                 self._violate("R-RPC-12", f"error message not a single non-empty line: {m!r}", idx)
-        self._semantics(obj, kind, answered, idx)
+        for code, detail in frame_problems(obj, kind, answered, self._tool_ids):
+            self._violate(code, detail, idx)
         msg = Msg(len(self.inbox), self.now(), obj, kind, after_eof=self.stdin_closed)
         self.inbox.append(msg)
         self._pulse()
         if kind == "request":
             self._spawn(self._answer(msg))
-
-    def _semantics(self, obj: dict[str, Any], kind: str, answered: str | None, idx: int) -> None:
-        """Cross-frame rules the schema cannot express."""
-        if (
-            kind == "response"
-            and answered == "session/prompt"
-            and isinstance(obj.get("result"), dict)
-        ):
-            sr = obj["result"].get("stopReason")
-            if sr not in STOP_REASONS:
-                self._violate("R-TURN-2", f"stopReason {sr!r} is not a v1 stop reason", idx)
-        if obj.get("method") != "session/update" or not isinstance(obj.get("params"), dict):
-            return
-        sid = obj["params"].get("sessionId")
-        u = obj["params"].get("update")
-        if not isinstance(u, dict):
-            return
-        for loc in u.get("locations") or []:
-            if isinstance(loc, dict) and not os.path.isabs(str(loc.get("path", ""))):
-                self._violate(
-                    "R-TOOL-8", f"tool call location path {loc.get('path')!r} not absolute", idx
-                )
-        for c in u.get("content") or []:
-            if (
-                isinstance(c, dict)
-                and c.get("type") == "diff"
-                and not os.path.isabs(str(c.get("path")))
-            ):
-                self._violate("R-TOOL-8", f"diff path {c.get('path')!r} is not absolute", idx)
-        known = self._tool_ids.setdefault(repr(sid), set())
-        if u.get("sessionUpdate") == "tool_call":
-            known.add(repr(u.get("toolCallId")))
-        elif (
-            u.get("sessionUpdate") == "tool_call_update" and repr(u.get("toolCallId")) not in known
-        ):
-            self._violate(
-                "R-TOOL-9", f"tool_call_update for unannounced id {u.get('toolCallId')!r}", idx
-            )
 
     def _method_for(self, rid: Any) -> str | None:
         return self._sent_methods.get(id_key(rid))
