@@ -106,7 +106,8 @@ class RemoteApp:
         refusal = self._refusal(scope, headers)
         principal = None if refusal else self.principals.principal(headers.get("authorization"))
         if kind == "websocket":
-            await self._websocket(scope, receive, send, headers, refusal, principal)
+            del headers  # not held for the life of the connection
+            await self._websocket(scope, receive, send, refusal, principal)
         elif refusal is not None:
             await _respond(send, *refusal)
         elif principal is None:
@@ -231,7 +232,6 @@ class RemoteApp:
         scope: Scope,
         receive: Receive,
         send: Send,
-        headers: dict[str, str],
         refusal: tuple[int, bytes] | None,
         principal: str | None,
     ) -> None:
@@ -284,16 +284,21 @@ class RemoteApp:
         # The server reads the client through ``pull``; this task writes its messages.
         try:
             while (batch := await conn.link.next_batch()) is not None:
-                if client_left:
-                    continue  # the server finishes writing into the void, as on stdio
-                for message in batch:
-                    await send({"type": "websocket.send", "text": message.decode()})
+                # (if the client left, the server finishes writing into the void, as on stdio)
+                if not client_left:
+                    await _send_texts(send, batch)
+                batch = None  # an idle connection keeps nothing it has sent
         finally:
             conn.link.drop_output()
             conn.close()  # (if this task is cancelled, its server stops reading too)
         if not client_left:
             # The server ended (idle, shutdown): we close; the client answers.
             await send({"type": "websocket.close", "code": 1001})
+
+
+async def _send_texts(send: Send, batch: list[bytes]) -> None:
+    for message in batch:
+        await send({"type": "websocket.send", "text": message.decode()})
 
 
 _JSON: Final = [(b"content-type", b"application/json")]

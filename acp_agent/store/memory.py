@@ -44,7 +44,7 @@ class _Turn:
 @dataclass(slots=True)
 class _Session:
     record: SessionRecord  # with an empty config: the config is kept as text
-    config: bytes
+    config: str  # text: orjson's bytes would keep a 4 KiB buffer per session
     turns: dict[str, _Turn] = field(default_factory=dict)  # in the order they began
 
     def export(self) -> SessionRecord:
@@ -73,7 +73,7 @@ class MemorySessionStore:
         return session if session is not None and session.record.owner == owner else None
 
     async def create(self, record: SessionRecord) -> SessionRecord:
-        config = orjson.dumps(dict(record.config))
+        config = orjson.dumps(dict(record.config)).decode()
         await self._enter()
         if record.session_id in self._sessions:
             raise session_exists(record.session_id)
@@ -94,7 +94,7 @@ class MemorySessionStore:
         return None if session is None else session.export()
 
     async def update(self, record: SessionRecord) -> SessionRecord:
-        config = orjson.dumps(dict(record.config))
+        config = orjson.dumps(dict(record.config)).decode()
         await self._enter()
         session = self._owned(record.owner, record.session_id)
         if session is None:
