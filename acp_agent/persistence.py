@@ -14,7 +14,7 @@ objects; the store itself lives in :mod:`acp_agent.store`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,7 +158,11 @@ class Persister:
         of the turn.
         """
         target = self._queued
-        await self._wait_while(lambda: self._done < target)
+        while self._done < target:
+            if not self._busy and self._batches:
+                await self._write_next()
+                continue
+            await self._next_progress()
         if session_id is not None and session_id in self.failed:
             raise InternalError("the session store failed for this session; see the agent's log")
 
@@ -169,18 +173,17 @@ class Persister:
     async def catch_up(self) -> None:
         """Wait while the store is ``behind``: a turn streaming faster than the store
         writes (a slow disk or server, a worker busy with other writes) waits for it,
-        so that what is queued stays bounded."""
-        await self._wait_while(self.behind)
+        so that what is queued stays bounded. The writer task (see :meth:`start`) does
+        the writing: a turn cancelled while it waits leaves no write half done."""
+        while self.behind():
+            self._wake()
+            await self._next_progress()
 
-    async def _wait_while(self, waiting: Callable[[], bool]) -> None:
-        # The caller writes what is queued itself when no write is in progress.
-        while waiting():
-            if not self._busy and self._batches:
-                await self._write_next()
-                continue
-            if self._progress is None:
-                self._progress = anyio.Event()
-            await self._progress.wait()
+    async def _next_progress(self) -> None:
+        """Wait until the next batch is written."""
+        if self._progress is None:
+            self._progress = anyio.Event()
+        await self._progress.wait()
 
     def sync_now(self, session_id: str) -> bool:
         """``sync(session_id)`` without waiting, if the store can write what is queued at

@@ -117,8 +117,9 @@ async def test_sessions_streaming_at_once_keep_one_batch_each() -> None:
         assert turn == TurnRecord("t", (item(-1), *(item(i) for i in range(10))), "end_turn")
 
 
-async def test_a_turn_that_outruns_its_store_waits_for_it() -> None:
-    store = StalledStore()
+async def outrun(store: StalledStore) -> tuple[Persister, int]:
+    """A persister on ``store`` whose turn has sent until the store is behind; and how
+    many updates that took."""
     await store.create(SessionRecord("s", cwd="/"))
     persister = Persister(store)
     persister.begin("s", "t", [item(-1)])
@@ -126,6 +127,12 @@ async def test_a_turn_that_outruns_its_store_waits_for_it() -> None:
     while not persister.behind():
         persister.append("s", "t", item(sent))
         sent += 1
+    return persister, sent
+
+
+async def test_a_turn_that_outruns_its_store_waits_for_it() -> None:
+    store = StalledStore()
+    persister, sent = await outrun(store)
     assert sum(len(item(i)) for i in range(sent)) > BEHIND_BYTES
     caught_up = anyio.Event()
 
@@ -145,3 +152,21 @@ async def test_a_turn_that_outruns_its_store_waits_for_it() -> None:
         await persister.sync("s")
     [turn] = await store.load_history(DEFAULT_OWNER, "s")
     assert turn == TurnRecord("t", (item(-1), *map(item, range(sent))), "end_turn")
+
+
+async def test_a_turn_cancelled_while_it_waits_for_the_store_loses_nothing() -> None:
+    # The turn only waits; the writer task writes. (A turn that wrote the queue itself,
+    # cancelled mid-write, would have its batch counted as written and lost.)
+    store = StalledStore()
+    persister, sent = await outrun(store)
+    async with anyio.create_task_group() as turn:
+        turn.start_soon(persister.catch_up)
+        await anyio.wait_all_tasks_blocked()
+        turn.cancel_scope.cancel()
+    store.go.set()
+    persister.end("s", "t", "cancelled")
+    async with anyio.create_task_group() as tg:
+        persister.start(tg)
+        await persister.sync("s")
+    [turn_record] = await store.load_history(DEFAULT_OWNER, "s")
+    assert turn_record == TurnRecord("t", (item(-1), *map(item, range(sent))), "cancelled")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from acp_agent import Agent, PromptTurn
@@ -28,7 +29,8 @@ class Streamer(Agent):
         return "end_turn"
 
 
-async def test_a_stream_waits_for_a_stalled_store_then_finishes_whole() -> None:
+@pytest.mark.parametrize("cancel", [False, True], ids=["left alone", "cancelled"])
+async def test_a_stream_waits_for_a_stalled_store_and_loses_nothing(cancel: bool) -> None:
     store = StalledStore()
     async with serving(Streamer(), store=store) as (client, _server):
         await client.initialize()
@@ -52,9 +54,15 @@ async def test_a_stream_waits_for_a_stalled_store_then_finishes_whole() -> None:
                 await anyio.wait_all_tasks_blocked()
                 # the store has written nothing: the turn waits after about BEHIND_BYTES
                 assert 0 < len(chunks) * len(TEXT) < 2 * BEHIND_BYTES
+                if cancel:  # a cancel ends the wait; what was sent stays in the store
+                    await client.notify("session/cancel", {"sessionId": session})
+                    await anyio.wait_all_tasks_blocked()
             finally:
                 store.go.set()
-        assert answer["result"] == {"stopReason": "end_turn"}
-        assert chunks == [f"{i:06d}{TEXT}" for i in range(CHUNKS)]
+        sent = CHUNKS if not cancel else len(chunks)
+        stop = "cancelled" if cancel else "end_turn"
+        assert answer["result"] == {"stopReason": stop}
+        assert chunks == [f"{i:06d}{TEXT}" for i in range(sent)]
         [turn] = await store.load_history(DEFAULT_OWNER, session)
-        assert turn.stop_reason == "end_turn" and len(turn.updates) == CHUNKS + 1
+        assert turn.stop_reason == stop
+        assert [orjson.loads(u)["content"]["text"] for u in turn.updates[1:]] == chunks
