@@ -283,6 +283,13 @@ class AgentProcess(asyncio.SubprocessProtocol):
             self.stderr_file.close()
 
 
+def cpu_ticks(pid: int | str) -> int:
+    """User and system CPU time of process ``pid`` so far, all threads, in clock ticks
+    (``os.sysconf("SC_CLK_TCK")`` a second), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def status_kib(pid: int, key: str) -> int | None:
     """``key`` (``VmRSS``, ``VmHWM``) of process ``pid`` from /proc, in KiB; None if absent."""
     with open(f"/proc/{pid}/status", encoding="ascii") as status:

@@ -36,6 +36,7 @@ from benchmarks.client import (
     QUICK,
     AgentProcess,
     AgentSpec,
+    cpu_ticks,
     open_session,
     turn,
     wait_response,
@@ -65,11 +66,6 @@ def _counted(path: str, label: str) -> int:
     raise RuntimeError(f"no callgrind dump labelled {label!r} next to {path}")
 
 
-def _cpu_ticks(pid: str) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime, all threads
-
-
 async def _wait_idle(pid: str, limit: float = 600.0) -> None:
     """Wait until the agent has used no CPU for a second.
 
@@ -77,12 +73,12 @@ async def _wait_idle(pid: str, limit: float = 600.0) -> None:
     thread: about two billion instructions) must not land in the measured window.
     """
     deadline = time.monotonic() + limit
-    last, still = _cpu_ticks(pid), 0
+    last, still = cpu_ticks(pid), 0
     while still < 2:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the agent was still busy after {limit:g} s")
         await asyncio.sleep(0.5)
-        now = _cpu_ticks(pid)
+        now = cpu_ticks(pid)
         still = still + 1 if now == last else 0
         last = now
 

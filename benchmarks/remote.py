@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks.client import status_kib
+from benchmarks.client import cpu_ticks, status_kib
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS: dict[str, list[str]] = {
@@ -135,9 +135,7 @@ async def fan_out(url: str, pid: int, connections: int, seconds: float, result: 
 
 
 def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process ``pid`` so far (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
 
 
 async def streams(url: str, pid: int, sessions: int, chunks: int, result: Result) -> None:
