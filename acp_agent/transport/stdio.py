@@ -94,6 +94,19 @@ class StdioTransport:
         self._closed = False
         self._torn = False
         self._push: asyncio.Future[None] | None = None  # receive_each's, on asyncio
+        self._buffer: memoryview | None = None  # what every read fills (see _read_some)
+
+    def _read_some(self, fd: int) -> bytes:
+        """One ``read`` into a buffer kept for the transport's life, copied out.
+
+        ``os.read(fd, chunk_size)`` would allocate ``chunk_size`` bytes per call; above
+        the C allocator's threshold (128 KiB with glibc) that is a fresh ``mmap`` and
+        ``munmap`` for every small frame.
+        """
+        if self._buffer is None:
+            self._buffer = memoryview(bytearray(self._chunk_size))
+        count = os.readv(fd, (self._buffer,))
+        return self._buffer[:count].tobytes()
 
     @property
     def read_fd(self) -> int:
@@ -131,7 +144,7 @@ class StdioTransport:
                 raise anyio.ClosedResourceError
             self._make_nonblocking(fd)
             try:
-                data: bytes | None = os.read(fd, self._chunk_size)
+                data: bytes | None = self._read_some(fd)
             except BlockingIOError:
                 data = None
             except OSError as exc:
@@ -177,7 +190,6 @@ class StdioTransport:
         """Feed ``consumer`` from a persistent reader; False if the descriptor cannot
         be watched (``/dev/null``: epoll refuses it, and reading it never blocks)."""
         fd = self._read_fd
-        chunk_size = self._chunk_size
         done: asyncio.Future[None] = loop.create_future()
 
         def stop(exc: BaseException | None = None) -> None:
@@ -192,7 +204,7 @@ class StdioTransport:
             if done.done():
                 return
             try:
-                data = os.read(fd, chunk_size)
+                data = self._read_some(fd)
             except BlockingIOError:
                 return
             except OSError as exc:

@@ -228,9 +228,10 @@ async def test_stdio_restores_blocking_mode() -> None:
 async def test_stdio_chunk_size_bounds_receive() -> None:
     async with pipe_pair(chunk_size=3) as (a, b):
         await a.send(b"abcdefg")
-        assert await b.receive() == b"abc"
-        assert await b.receive() == b"def"
-        assert await b.receive() == b"g"
+        # kept until the end: each chunk is its own bytes, not a view of the read buffer
+        chunks = [await b.receive() for _ in range(3)]
+        assert chunks == [b"abc", b"def", b"g"]
+        assert all(type(chunk) is bytes for chunk in chunks)
     with pytest.raises(ValueError):
         StdioTransport(chunk_size=0)
 
