@@ -1,68 +1,93 @@
-"""Paths from the client: validating them, and resolving symlinks quickly.
+"""Paths from the client: validating them, and whether one lies inside a session's roots.
 
 Owns the checks on directory and path text a client sends (absolute, no NUL byte) and
-:func:`real_path`, the symlink-resolved form used to keep file access inside a
-session's roots.
+:class:`Roots`, which says whether a path, symbolic links followed, stays inside a
+session's directories.
 
-It does not own which roots a session has or the decision to allow an access
-(:class:`acp_agent.session.Session`), nor any file reading or writing.
+It does not own which roots a session has (:class:`acp_agent.session.Session`) or what
+is refused when a path is outside them, nor any file reading or writing.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Final
+import stat
 
 from .errors import InvalidParams
 
-_O_PATH: Final = getattr(os, "O_PATH", 0)  # Linux
 
+class Roots:
+    """A session's root directories, and whether a path lies inside one of them.
 
-def real_path(path: str) -> str:
-    """``os.path.realpath(path)``, in a quarter of the time for a path that exists on Linux.
+    A path is inside when it names a root or something below one, and every name from
+    the root down is not a symbolic link (``lstat`` each, up to the first that does not
+    exist: nothing below a missing name can be a link). The root itself is trusted as
+    the same directory (device and inode) it was when first checked, wherever it is
+    reached from. Any other path, one through a link included, is inside when its
+    ``os.path.realpath`` lies under a root's.
 
-    The kernel resolves the path once (an ``O_PATH`` descriptor: no read permission
-    needed, nothing is read) and names what it found. A path that does not exist (a file
-    about to be written, or one only the editor's buffer holds) is its parent's real path
-    and its name (see ``_real_missing``); any other failure falls back to
-    ``os.path.realpath``.
+    Paths must be absolute and normalised (``os.path.normpath``), as the roots are.
     """
-    if _O_PATH:
-        try:
-            fd = os.open(path, _O_PATH | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return _real_missing(path)
-        except OSError:
-            return os.path.realpath(path)
-        try:
-            found = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # no /proc
-            found = ""
-        finally:
-            os.close(fd)
-        if found.startswith("/") and not found.endswith(" (deleted)"):
-            return found
-    return os.path.realpath(path)
+
+    __slots__ = ("_resolved", "paths")
+
+    def __init__(self, paths: tuple[str, ...]) -> None:
+        self.paths = paths
+        self._resolved: tuple[_Root, ...] | None = None
+
+    def contains(self, path: str) -> bool:
+        roots = self._roots()
+        for root in roots:
+            if path == root.path or path.startswith(root.prefix):
+                if root.plain_below(path):
+                    return True
+                break
+        real = os.path.realpath(path)
+        return any(real == root.real or real.startswith(root.real_prefix) for root in roots)
+
+    def _roots(self) -> tuple[_Root, ...]:
+        # a live session's roots are fixed: resolve them once
+        if self._resolved is None:
+            self._resolved = tuple(_Root(path) for path in self.paths)
+        return self._resolved
 
 
-def _real_missing(path: str) -> str:
-    """``os.path.realpath`` of a path that does not exist, from its parent's real path.
+class _Root:
+    __slots__ = ("identity", "path", "prefix", "real", "real_prefix")
 
-    Only for a plain last name with nothing at all behind it, in a path without ``..``
-    (``realpath`` resolves ``a/missing/../link`` lexically, then follows ``a/link``): a
-    dangling symlink (which ``realpath`` follows), ``.``, or anything ``lstat`` cannot say,
-    is left to ``os.path.realpath``.
-    """
-    head, name = os.path.split(path)
-    if ".." in path or not head or name in ("", ".") or head == path:
-        return os.path.realpath(path)
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.prefix = path.rstrip(os.sep) + os.sep
+        self.real = os.path.realpath(path)
+        self.real_prefix = self.real.rstrip(os.sep) + os.sep
+        self.identity = _identity(path)
+
+    def plain_below(self, path: str) -> bool:
+        """Whether ``path`` (this root or below it) reaches no link below the root."""
+        if self.identity is None or _identity(self.path) != self.identity:
+            return False
+        if path == self.path:
+            return True
+        current = self.path.rstrip(os.sep)
+        for name in path[len(self.prefix) :].split(os.sep):
+            current = current + os.sep + name
+            try:
+                mode = os.lstat(current).st_mode
+            except FileNotFoundError:
+                return True
+            except OSError:
+                return False
+            if stat.S_ISLNK(mode):
+                return False
+        return True
+
+
+def _identity(directory: str) -> tuple[int, int] | None:
     try:
-        os.lstat(path)
-    except FileNotFoundError:
-        return os.path.join(real_path(head), name)
+        found = os.stat(directory)
     except OSError:
-        pass
-    return os.path.realpath(path)  # a dangling symlink, or not decided here
+        return None
+    return (found.st_dev, found.st_ino) if stat.S_ISDIR(found.st_mode) else None
 
 
 def check_absolute_dir(value: object, what: str) -> str:

@@ -7,7 +7,7 @@ roots. Its parts live beside it and are re-exported here:
 
 * :mod:`acp_agent.prompt_slot` — the prompt slot table and the running :class:`Turn`;
 * :mod:`acp_agent.history` — turn-scoped history and :func:`sanitize`;
-* :mod:`acp_agent.paths` — path validation and :func:`real_path`.
+* :mod:`acp_agent.paths` — path validation and :class:`Roots`.
 
 It does not know JSON-RPC, transports or the store: persistence is reached through
 the small :class:`TurnSink` interface the server layer supplies.
@@ -32,10 +32,10 @@ from .history import (
     sanitize,
 )
 from .paths import (
+    Roots,
     check_absolute_dir,
     check_additional_directories,
     check_path_text,
-    real_path,
 )
 from .prompt_slot import (
     SLOT_TABLE,
@@ -56,6 +56,7 @@ __all__ = [
     "CancelReason",
     "History",
     "PromptSlot",
+    "Roots",
     "Session",
     "SlotEvent",
     "SlotState",
@@ -68,7 +69,6 @@ __all__ = [
     "check_path_text",
     "next_state",
     "prompt_to_updates",
-    "real_path",
     "sanitize",
 ]
 
@@ -93,7 +93,7 @@ class Session:
     #: the turn whose history is open (or being made durable); the next turn waits for it
     history_turn: Turn | None = None
     _tool_ids: int = 0
-    _resolved_roots: tuple[tuple[str, str], ...] | None = None
+    _root_set: Roots | None = None
     _tool_prefix: str = field(default_factory=lambda: os.urandom(3).hex())
 
     @property
@@ -114,16 +114,12 @@ class Session:
         return os.path.normpath(path if os.path.isabs(path) else os.path.join(self.cwd, path))
 
     def within_roots(self, path: str) -> bool:
-        """Whether ``path`` (symlinks resolved) lies inside one of the session's roots."""
-        real = real_path(path)
-        return any(real == base or real.startswith(prefix) for base, prefix in self._real_roots())
-
-    def _real_roots(self) -> tuple[tuple[str, str], ...]:
-        # cwd and the extra roots are fixed for a live session: resolve them once
-        if self._resolved_roots is None:
-            real = (os.path.realpath(root) for root in self.roots)
-            self._resolved_roots = tuple((base, base.rstrip(os.sep) + os.sep) for base in real)
-        return self._resolved_roots
+        """Whether ``path`` (absolute, normalised) lies inside one of the session's roots,
+        symbolic links followed."""
+        # cwd and the extra roots are fixed for a live session
+        if self._root_set is None:
+            self._root_set = Roots(self.roots)
+        return self._root_set.contains(path)
 
     def new_tool_call_id(self) -> str:
         self._tool_ids += 1

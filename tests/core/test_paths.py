@@ -1,4 +1,4 @@
-"""real_path: the same answer as os.path.realpath, for every kind of path."""
+"""Roots.contains: the same answer as resolving the path with os.path.realpath."""
 
 from __future__ import annotations
 
@@ -8,12 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_agent.session import real_path
-
-
-@pytest.fixture
-def tree(tmp_path: Path) -> Path:
-    return make_tree(tmp_path)
+from acp_agent.paths import Roots
 
 
 def make_tree(tmp_path: Path) -> Path:
@@ -27,35 +22,15 @@ def make_tree(tmp_path: Path) -> Path:
     (root / "link-out").symlink_to(outside)
     (root / "chain").symlink_to(root / "link-to-dir")
     (root / "dangling").symlink_to(root / "missing")
+    (root / "dangling-out").symlink_to(outside / "not-yet-written")
     (root / "relative-link").symlink_to("dir/file.txt")
+    (tmp_path / "alias").symlink_to(root)
     return root
 
 
-@pytest.mark.parametrize(
-    "relative",
-    [
-        "dir/file.txt",
-        "dir",
-        "link-to-dir/file.txt",
-        "link-out/secret",
-        "chain/file.txt",
-        "dangling",
-        "relative-link",
-        "dir/../dir/file.txt",
-        "does/not/exist.txt",
-        "link-out/not-yet-written",
-        "dir/new.txt",
-        "link-to-dir/new.txt",
-        "dangling/child",
-        "missing/../dir/file.txt",
-        "missing/../link-out/new",
-        "dir/file.txt/below-a-file",
-        "missing/.",
-    ],
-)
-def test_real_path_matches_realpath(tree: Path, relative: str) -> None:
-    path = os.path.join(tree, relative)
-    assert real_path(path) == os.path.realpath(path)
+def by_realpath(path: str, root: str) -> bool:
+    real, real_root = os.path.realpath(path), os.path.realpath(root)
+    return real == real_root or real.startswith(real_root + os.sep)
 
 
 PARTS = [
@@ -65,20 +40,82 @@ PARTS = [
     "link-out",
     "chain",
     "dangling",
+    "dangling-out",
     "relative-link",
     "missing",
+    "secret",
     "new",
     "..",
     ".",
 ]
 
 
-def test_real_path_matches_realpath_for_every_mix_of_up_to_four_parts(tmp_path: Path) -> None:
-    # The roots check rests on this: a path the fast route named differently from realpath
-    # could be let outside the session's roots. Every sequence, not a sample: the cases
-    # that differ are few (say missing/../link-out/new).
-    root = make_tree(tmp_path)
+@pytest.mark.parametrize("given", ["root", "alias"])
+def test_contains_agrees_with_realpath_for_every_mix_of_up_to_four_parts(
+    tmp_path: Path, given: str
+) -> None:
+    # The roots check rests on this: a path the walk below the root judged differently
+    # from realpath could be let outside the session's roots. Every sequence, not a
+    # sample; the root is named as itself and through a link to it.
+    make_tree(tmp_path)
+    root = str(tmp_path / given)
+    roots = Roots((root,))
+    inside = outside = 0
     for length in range(1, 5):
         for parts in itertools.product(PARTS, repeat=length):
-            path = os.path.join(root, *parts)
-            assert real_path(path) == os.path.realpath(path), parts
+            path = os.path.normpath(os.path.join(root, *parts))
+            expected = by_realpath(path, root)
+            assert roots.contains(path) is expected, parts
+            inside += expected
+            outside += not expected
+    assert inside > 1000 and outside > 1000
+
+
+def test_a_link_out_of_the_root_is_refused_however_deep(tmp_path: Path) -> None:
+    root = make_tree(tmp_path)
+    roots = Roots((str(root),))
+    assert roots.contains(str(root / "dir" / "file.txt"))
+    assert roots.contains(str(root / "dir" / "not-yet-written.txt"))
+    assert not roots.contains(str(root / "link-out" / "secret"))
+    assert not roots.contains(str(root / "link-out" / "new" / "deeper"))
+    assert not roots.contains(str(root / "dangling-out"))
+    assert not roots.contains(str(tmp_path / "outside" / "secret"))
+
+
+def test_a_root_replaced_by_a_link_elsewhere_is_not_trusted(tmp_path: Path) -> None:
+    root = make_tree(tmp_path)
+    roots = Roots((str(root),))
+    assert roots.contains(str(root / "dir" / "file.txt"))
+    root.rename(tmp_path / "moved")
+    root.symlink_to(tmp_path / "outside")
+    assert not roots.contains(str(root / "secret"))
+    assert not roots.contains(str(root / "new.txt"))
+
+
+def test_a_root_moved_and_reached_through_a_link_is_the_same_directory(tmp_path: Path) -> None:
+    # The root is the directory it was when first checked: moved, and named again
+    # through a link, what lies below it (without links) is still inside.
+    root = make_tree(tmp_path)
+    roots = Roots((str(root),))
+    assert roots.contains(str(root / "dir" / "file.txt"))
+    root.rename(tmp_path / "moved")
+    root.symlink_to(tmp_path / "moved")
+    assert roots.contains(str(root / "dir" / "file.txt"))
+    assert roots.contains(str(root / "new.txt"))
+
+
+def test_any_of_several_roots_and_a_missing_root(tmp_path: Path) -> None:
+    root = make_tree(tmp_path)
+    extra = tmp_path / "outside"
+    roots = Roots((str(root), str(tmp_path / "gone"), str(extra)))
+    assert roots.contains(str(root / "link-out" / "secret"))  # a link into another root
+    assert roots.contains(str(extra / "secret"))
+    assert roots.contains(str(tmp_path / "gone" / "file"))  # as realpath would say
+    assert not roots.contains(str(tmp_path / "elsewhere"))
+
+
+def test_the_file_system_root(tmp_path: Path) -> None:
+    root = make_tree(tmp_path)
+    roots = Roots(("/",))
+    assert roots.contains(str(root / "link-out" / "secret"))
+    assert roots.contains("/")
