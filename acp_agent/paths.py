@@ -29,30 +29,24 @@ class Roots:
     Paths must be absolute and normalised (``os.path.normpath``), as the roots are.
     """
 
-    __slots__ = ("_resolved", "paths")
+    __slots__ = ("_roots",)
 
     def __init__(self, paths: tuple[str, ...]) -> None:
-        self.paths = paths
-        self._resolved: tuple[_Root, ...] | None = None
+        self._roots = tuple(_Root(path) for path in paths)
 
     def contains(self, path: str) -> bool:
-        roots = self._roots()
-        for root in roots:
+        for root in self._roots:
             if path == root.path or path.startswith(root.prefix):
                 if root.plain_below(path):
                     return True
                 break
         real = os.path.realpath(path)
-        return any(real == root.real or real.startswith(root.real_prefix) for root in roots)
-
-    def _roots(self) -> tuple[_Root, ...]:
-        # a live session's roots are fixed: resolve them once
-        if self._resolved is None:
-            self._resolved = tuple(_Root(path) for path in self.paths)
-        return self._resolved
+        return any(real == root.real or real.startswith(root.real_prefix) for root in self._roots)
 
 
 class _Root:
+    """One root: its path as given, its real path, and its identity when first checked."""
+
     __slots__ = ("identity", "path", "prefix", "real", "real_prefix")
 
     def __init__(self, path: str) -> None:

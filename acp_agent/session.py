@@ -116,7 +116,7 @@ class Session:
     def within_roots(self, path: str) -> bool:
         """Whether ``path`` (absolute, normalised) lies inside one of the session's roots,
         symbolic links followed."""
-        # cwd and the extra roots are fixed for a live session
+        # cwd and the extra roots are fixed for a live session: resolved at the first check
         if self._root_set is None:
             self._root_set = Roots(self.roots)
         return self._root_set.contains(path)

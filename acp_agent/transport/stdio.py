@@ -94,7 +94,7 @@ class StdioTransport:
         self._closed = False
         self._torn = False
         self._push: asyncio.Future[None] | None = None  # receive_each's, on asyncio
-        self._buffer: memoryview | None = None  # what every read fills (see _read_some)
+        self._buffer = memoryview(bytearray(chunk_size))  # what every read fills
 
     def _read_some(self, fd: int) -> bytes:
         """One ``read`` into a buffer kept for the transport's life, copied out.
@@ -103,8 +103,6 @@ class StdioTransport:
         the C allocator's threshold (128 KiB with glibc) that is a fresh ``mmap`` and
         ``munmap`` for every small frame.
         """
-        if self._buffer is None:
-            self._buffer = memoryview(bytearray(self._chunk_size))
         count = os.readv(fd, (self._buffer,))
         return self._buffer[:count].tobytes()
 
