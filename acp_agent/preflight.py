@@ -22,6 +22,10 @@ from typing import Final
 
 SQLITE_HEADER: Final = b"SQLite format 3\x00"
 
+#: a bare file name (no directory) is taken as a SQLite store only with one of these:
+#: else a typo of `memory` would quietly become a file of that name
+SQLITE_SUFFIXES: Final = (".db", ".sqlite3", ".sqlite")
+
 #: store names that are not files (the memory store; URLs of other stores)
 _NOT_FILES: Final = frozenset({"memory", ":memory:"})
 
@@ -35,6 +39,11 @@ def store_problem(value: str) -> str | None:
         return None
     if value in _NOT_FILES or "://" in value:
         return None
+    if os.sep not in value and not value.endswith(SQLITE_SUFFIXES):
+        return (
+            "not a store name: give `memory`, a postgresql:// URL, or a SQLite file as a "
+            f"path with a directory or a {'/'.join(SQLITE_SUFFIXES)} suffix (./{value})"
+        )
     path = Path(value).expanduser()
     if path.is_dir():
         return "is a directory, not a file"

@@ -436,6 +436,37 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+URL_SCHEMES = ("ws://", "wss://", "http://", "https://")
+
+
+def remote_problem(args: argparse.Namespace, command: Sequence[str]) -> str | None:
+    """What is wrong with ``--url``/``--token-file``, in one line, or None."""
+    if args.token_file and not args.url:
+        return "--token-file is for --url (a local agent takes no token)"
+    if not args.url:
+        return None
+    if command:
+        return "give --url or an agent command, not both"
+    if not args.url.lower().startswith(URL_SCHEMES):
+        return f"--url {args.url}: give a ws://, wss://, http:// or https:// URL (ws://{args.url})"
+    if args.url.lower().startswith("ws"):
+        try:
+            import httpx_ws  # noqa: F401 - the remote extra, imported to open the WebSocket
+        except ImportError:
+            return "--url ws://...: needs the remote extra: pip install 'acp-agent-kit[remote]'"
+    if args.token_file:
+        try:
+            mode = os.stat(args.token_file).st_mode
+        except OSError as exc:
+            return f"--token-file {args.token_file}: {exc.strerror}"
+        if mode & 0o077:
+            return (
+                f"--token-file {args.token_file} is readable by others: "
+                f"`chmod 600 {args.token_file}` (a token is a password)"
+            )
+    return None
+
+
 def main(
     argv: Sequence[str], *, backend: Backend = "auto", agent_options: Sequence[str] = ()
 ) -> int:
@@ -456,14 +487,15 @@ def main(
         print("acp-agent-kit chat: --init-timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
     approve = True if args.auto_approve else False if args.auto_reject else None
-    if args.url and command:
-        print("acp-agent-kit chat: give --url or an agent command, not both", file=sys.stderr)
-        return 2
+    problem = remote_problem(args, command)
+    if problem:
+        print(f"acp-agent-kit chat: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         token = read_token(args.token_file) if args.token_file else None
     except ValueError as exc:
         print(f"acp-agent-kit chat: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     app = ChatApp(
         command or [*default_agent_command(), *agent_options],
         cwd,
