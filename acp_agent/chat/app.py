@@ -25,6 +25,7 @@ usage error.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import signal
@@ -47,13 +48,16 @@ from .render import Renderer
 LOCAL_COMMANDS = {
     "/?": "list the chat's own commands and keys",
     "/mode": "show or set the session mode: /mode [ID]",
+    "/model": "show or pick the session's model: /model [NAME]",
     "/stderr": "show the agent's stderr",
     "/quit": "leave the chat",
 }
 KEYS = "Tab completes a command; Ctrl-C cancels the running turn (twice: quits); Ctrl-D quits"
 USAGE = (
     "acp-agent-kit [OPTIONS] chat [-h] [--auto-approve | --auto-reject] [--allow-terminals]\n"
-    "                          [--cwd DIR] [--init-timeout SECONDS] [-- AGENT_COMMAND...]"
+    "                          [--cwd DIR] [--init-timeout SECONDS] [--resume ID | --load ID]\n"
+    "                          [-p PROMPT [--format text|json]] [--url URL [--token-file PATH]]\n"
+    "                          [-- AGENT_COMMAND...]"
 )
 EXIT_USAGE = 2
 
@@ -100,6 +104,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --url: send the token in this file (a bare token, or the first "
         "`<principal> <token>` line)",
     )
+    session = parser.add_mutually_exclusive_group()
+    session.add_argument(
+        "--resume",
+        metavar="ID",
+        help="continue the stored session ID (session/resume: its history is not replayed)",
+    )
+    session.add_argument(
+        "--load",
+        metavar="ID",
+        help="open the stored session ID and show its history (session/load)",
+    )
+    parser.add_argument(
+        "-p",
+        "--prompt",
+        metavar="PROMPT",
+        help="send this one prompt, print the answer and exit (0 when the turn ended "
+        "normally, 1 otherwise); progress goes to stderr",
+    )
+    parser.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="with -p: the answer as text, or as a JSON object with the stop reason, the "
+        "text and every update (default text)",
+    )
     parser.add_argument(
         "--init-timeout",
         type=float,
@@ -140,10 +169,17 @@ class ChatApp:
         self.quit_scope: anyio.CancelScope | None = None
         self.url: str | None = None  # talk to a remote agent instead of the command
         self.token: str | None = None
+        self.open_session: tuple[str, str] | None = None  # ("resume"|"load", session id)
+        self.one_shot: str | None = None  # -p: this prompt, then exit
+        self.output_format = "text"
+        self.updates: list[dict[str, Any]] = []  # -p: what the turn streamed
+        self.approved_runs = 0  # commands the person allowed in a permission question
 
     # -- the Observer interface ----------------------------------------------------------
 
     def update(self, session_id: str, update: dict[str, Any]) -> None:
+        if self.one_shot is not None:
+            self.updates.append(update)
         self.renderer.update(session_id, update)
 
     def notice(self, method: str, params: dict[str, Any]) -> None:
@@ -160,6 +196,7 @@ class ChatApp:
             for option in options:
                 if str(option.get("kind", "")).startswith(wanted):
                     self.renderer.info(f"permission for {title}: {option.get('name')} ({why})")
+                    self._approved(tool, option)
                     return {"outcome": "selected", "optionId": option["optionId"]}
             self.renderer.info(f"permission for {title}: cancelled ({why})")
             return {"outcome": "cancelled"}
@@ -173,14 +210,25 @@ class ChatApp:
                 return {"outcome": "cancelled"}
             chosen = pick_option(options, answer)
             if chosen is not None:
+                self._approved(tool, chosen)
                 return {"outcome": "selected", "optionId": chosen["optionId"]}
             self.renderer.error(f"not an option: {answer!r}")
+
+    def _approved(self, tool: dict[str, Any], option: dict[str, Any]) -> None:
+        """The person allowed a tool call: a command it runs next is not asked again."""
+        call_id = str(tool.get("toolCallId", ""))
+        kind = tool.get("kind") or self.renderer.tool_kinds.get(call_id)
+        if kind == "execute" and str(option.get("kind", "")).startswith("allow"):
+            self.approved_runs += 1
 
     async def allow_terminal(self, params: dict[str, Any]) -> bool:
         args = params.get("args") if isinstance(params.get("args"), list) else []
         command = shlex.join([str(params.get("command")), *map(str, args or [])])
         where = params.get("cwd") or self.cwd
         if self.allow_terminals:
+            return True
+        if self.approved_runs:  # the agent asked, the person allowed: asked once only
+            self.approved_runs -= 1
             return True
         if self.approve is False or not self.interactive:
             why = "--auto-reject" if self.approve is False else PIPED
@@ -213,6 +261,7 @@ class ChatApp:
             ) as client:
                 self.client = client
                 self.renderer.terminal_lookup = client.workspace.terminal_output
+                client.workspace.on_output = self.renderer.terminal_output
                 self.renderer.file_text = client.workspace.existing_text
                 self.quit_scope = anyio.CancelScope()
                 with self.quit_scope:
@@ -253,15 +302,20 @@ class ChatApp:
                 f"{program} did not answer initialize within {self.init_timeout:g} s: "
                 "is it an ACP agent?"
             )
+            await client.agent.stop(grace=0)  # it is not listening: no point waiting
         except RequestError as exc:
             self.renderer.error(
                 f"{program} did not answer as an ACP agent (initialize: {exc.code} {exc.message})"
             )
-        except ConnectionClosed:
+        except ConnectionClosed as exc:
+            why = client.connection.close_reason
             self.renderer.error(
-                f"{program} {await self._gone(client)} without answering initialize: it is "
-                "not an ACP agent, or it failed to start"
+                f"{program} {why}"
+                if why
+                else f"{program} {await self._gone(client)} without answering initialize: it "
+                "is not an ACP agent, or it failed to start"
             )
+            del exc
         if self.client is not None and self.client.agent.stderr_lines:
             self._show_stderr(tail=20)
         return None
@@ -282,17 +336,25 @@ class ChatApp:
             f"{agent.get('version', '')} (protocol {info.get('protocolVersion')})"
         )
         try:
-            session = await client.new_session(self.cwd)
+            session = await self._open(client)
         except (RequestError, ConnectionClosed) as exc:
-            self.renderer.error(f"the agent did not start a session: {exc}")
+            self.renderer.error(f"the agent did not open the session: {exc}")
             self._show_stderr(tail=20)
             return 1
-        self.session_id = str(session.get("sessionId"))
+        self.session_id = str(session.get("sessionId") or self.session_id)
+        self.renderer.config(session.get("configOptions"))
         modes = session.get("modes") or {}
         if modes:
             self.renderer.mode = modes.get("currentModeId")
             ids = ", ".join(m.get("id", "?") for m in modes.get("availableModes", []))
             self.renderer.info(f"mode: {self.renderer.mode} (available: {ids})")
+        model = self.renderer.config_options.get("model")
+        if model is not None:
+            about = f" ({model['description']})" if model.get("description") else ""
+            self.renderer.info(f"model: {model.get('currentValue')}{about}")
+        if self.one_shot is not None:
+            return await self._one_shot(client, self.one_shot)
+        self.renderer.info(f"session {self.session_id}")
         self._show_help()
         while True:
             line = await self._ask("> ")
@@ -311,18 +373,50 @@ class ChatApp:
                 if not await self._local(client, text):
                     return 0
                 continue
-            if not await self._turn(client, line):
+            if await self._turn(client, line) is None:
                 return 1
 
+    async def _open(self, client: AcpClient) -> dict[str, Any]:
+        """A new session, or the stored one of ``--resume``/``--load``."""
+        if self.open_session is None:
+            return await client.new_session(self.cwd)
+        how, session_id = self.open_session
+        self.session_id = session_id
+        self.renderer.info(f"{'loading' if how == 'load' else 'resuming'} session {session_id}")
+        return await client.open_session(how, session_id, self.cwd)
+
+    async def _one_shot(self, client: AcpClient, prompt: str) -> int:
+        """``-p``: one turn; its answer on stdout; 0 when it ended normally."""
+        stop = await self._turn(client, prompt)
+        text = "".join(
+            str((u.get("content") or {}).get("text", ""))
+            for u in self.updates
+            if u.get("sessionUpdate") == "agent_message_chunk"
+        )
+        if self.output_format == "json":
+            document = {
+                "sessionId": self.session_id,
+                "stopReason": stop,
+                "text": text,
+                "updates": self.updates,
+            }
+            sys.stdout.write(json.dumps(document) + "\n")
+        elif text and not text.endswith("\n"):
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+        return 0 if stop == "end_turn" else 1
+
     def _show_help(self) -> None:
+        ask = "/help asks the agent for its commands; " if "help" in self.renderer.commands else ""
         self.renderer.info(
-            "type a prompt (/help asks the agent for its commands); chat commands: "
-            + ", ".join(LOCAL_COMMANDS)
+            f"type a prompt ({ask}Tab completes); chat commands: " + ", ".join(LOCAL_COMMANDS)
         )
 
-    async def _turn(self, client: AcpClient, text: str) -> bool:
-        """Run one turn; False when the agent is gone."""
-        self.in_turn, self.cancelling = True, False
+    async def _turn(self, client: AcpClient, text: str) -> str | None:
+        """Run one turn; its stop reason (``error`` for an error answer), None when the
+        agent is gone."""
+        self.in_turn, self.cancelling, self.approved_runs = True, False, 0
+        stop: str | None = "error"
         async with anyio.create_task_group() as tg:
             if self.interactive:
                 tg.start_soon(self._show_progress)
@@ -334,12 +428,13 @@ class ChatApp:
             except ConnectionClosed:
                 self.renderer.error(f"{self._program()} {await self._gone(client)} during the turn")
                 self._show_stderr(tail=20)
-                return False
+                stop = None
             finally:
                 tg.cancel_scope.cancel()
                 self.in_turn = False
+                self.renderer.tail = None
                 self.renderer.clear_status()
-        return True
+        return stop
 
     async def _show_progress(self) -> None:
         """A status line with the turn's elapsed time, while the turn runs."""
@@ -366,9 +461,33 @@ class ChatApp:
                     await client.set_mode(self.session_id, arg.strip())
                 except RequestError as exc:
                     self.renderer.error(f"error {exc.code}: {exc.message}")
+            elif self.renderer.mode is None:
+                self.renderer.info("this agent has no modes")
             else:
                 self.renderer.info(f"mode: {self.renderer.mode}")
+        elif name == "/model":
+            await self._model(client, arg.strip())
         return True
+
+    async def _model(self, client: AcpClient, name: str) -> None:
+        """``/model``: the model config option, shown or set."""
+        option = self.renderer.config_options.get("model")
+        if option is None:
+            self.renderer.info("this agent offers no choice of model")
+            return
+        values = [str(o.get("value")) for o in option.get("options") or [] if isinstance(o, dict)]
+        if not name:
+            current = option.get("currentValue")
+            listed = ", ".join(f"*{v}" if v == current else v for v in values)
+            self.renderer.info(f"model: {current} (available: {listed})")
+            return
+        try:
+            options = await client.set_config_option(self.session_id, "model", name)
+        except RequestError as exc:
+            self.renderer.error(f"error {exc.code}: {exc.message}")
+            return
+        self.renderer.config(options)
+        self.renderer.info(f"model: {self.renderer.config_options['model'].get('currentValue')}")
 
     def _show_stderr(self, tail: int | None = None) -> None:
         if self.client is None:
@@ -393,6 +512,8 @@ class ChatApp:
                     return
                 if self.in_turn and not self.cancelling and self.client is not None:
                     self.cancelling = True
+                    self.interrupts = 1  # the next Ctrl-C quits, even once the cancel is done
+                    self.renderer.cancelling()
                     self.renderer.info("cancelling the turn (Ctrl-C again to quit)")
                     await self.client.cancel(self.session_id)
                     continue
@@ -425,6 +546,11 @@ def pick_option(options: Sequence[dict[str, Any]], answer: str) -> dict[str, Any
             if str(option.get("kind", "")).startswith(prefix):
                 return option
     return None
+
+
+def _write_out(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -500,11 +626,18 @@ def main(
         command or [*default_agent_command(), *agent_options],
         cwd,
         approve=approve,
-        console=Console(highlight=False, soft_wrap=True),
+        # -p: stdout is for the answer; what else is shown goes to stderr
+        console=Console(highlight=False, soft_wrap=True, stderr=args.prompt is not None),
         allow_terminals=args.allow_terminals,
         init_timeout=args.init_timeout,
     )
     app.url, app.token = args.url, token
+    if args.resume or args.load:
+        app.open_session = ("resume", args.resume) if args.resume else ("load", args.load)
+    if args.prompt is not None:
+        app.one_shot, app.output_format = args.prompt, args.format
+        if args.format == "text":
+            app.renderer.answer = _write_out
     try:
         return int(run(app.run, backend=backend))
     except AcpError as exc:

@@ -311,7 +311,10 @@ class _TurnLoop:
             await self.client.thought(delta.text, message_id=self.message_id + "_r")
 
     async def _on_retry(self, text: str) -> None:
-        await notice(self.client, text, thought=True)
+        if self.client.capabilities.notices:  # a retry or a rate limit is not a thought
+            await self.client.notice("warning", text)
+        else:
+            await notice(self.client, text, thought=True)
 
     def _count_usage(self, response: ModelResponse) -> None:
         """Add the response's tokens to the turn's usage (the prompt result's ``usage``)."""
