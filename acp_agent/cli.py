@@ -412,6 +412,7 @@ def serve(args: argparse.Namespace) -> int:
         busy_policy=args.busy_policy,
         turn_timeout=args.turn_timeout,
         lease_timeout=args.lease_timeout,
+        hint=False,  # the note above names this command
         dispatcher=dispatcher_for(args.dispatcher),
         unstable=args.unstable,
     )

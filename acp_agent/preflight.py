@@ -72,10 +72,12 @@ def _file_problem(path: Path) -> str | None:
     return None
 
 
-def waiting_note(prog: str) -> str:
-    """What a person sees on stderr when they start the server in a terminal."""
+def waiting_note(prog: str, chat: str | None = None) -> str:
+    """What a person sees on stderr when they start the server in a terminal; ``chat`` is
+    the command that talks to it (default: ``<prog> chat``)."""
     return (
         f"{prog}: serving ACP over stdin/stdout and waiting for a client (an editor) to send "
         f"JSON-RPC messages, one per line.\n"
-        f"{prog}: to talk to the agent yourself, run `{prog} chat`; Ctrl-D or Ctrl-C quits."
+        f"{prog}: to talk to the agent yourself, run `{chat or prog + ' chat'}`; Ctrl-D or "
+        "Ctrl-C quits."
     )

@@ -12,7 +12,9 @@ It owns process-level concerns only; the protocol lives in :mod:`acp_agent.serve
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +22,7 @@ import anyio
 
 from ._loop import Backend, run
 from .agent import Agent
+from .preflight import waiting_note
 from .server import AcpServer, BusyPolicy
 from .store import LazyStore, SessionStore, open_store
 from .transport import StdioTransport, reserve_stdout
@@ -110,8 +113,12 @@ async def serve_stdio(
                 await the_store.aclose()
 
 
-def run_agent(agent: Agent, *, backend: Backend = "auto", **options: Any) -> int:
-    """Serve ``agent`` over this process's stdin/stdout; returns the exit code (0)."""
+def run_agent(agent: Agent, *, backend: Backend = "auto", hint: bool = True, **options: Any) -> int:
+    """Serve ``agent`` over this process's stdin/stdout; returns the exit code (0).
+    Started in a terminal (and ``hint``), it says on stderr what it waits for."""
+    if hint and sys.stdin.isatty():
+        chat = "acp-agent-kit chat -- " + shlex.join(sys.orig_argv)
+        print(waiting_note(agent.name, chat), file=sys.stderr, flush=True)
     reservation = reserve_stdout()
     try:
         run(lambda: serve_stdio(agent, write_fd=reservation.fd, **options), backend=backend)

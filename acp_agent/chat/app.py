@@ -218,7 +218,9 @@ class ChatApp:
         """The person allowed a tool call: a command it runs next is not asked again."""
         call_id = str(tool.get("toolCallId", ""))
         kind = tool.get("kind") or self.renderer.tool_kinds.get(call_id)
-        if kind == "execute" and str(option.get("kind", "")).startswith("allow"):
+        if kind == "execute" and option.get("kind") == "allow_always":
+            self.allow_terminals = True  # the agent will not ask again: neither does chat
+        elif kind == "execute" and str(option.get("kind", "")).startswith("allow"):
             self.approved_runs += 1
 
     async def allow_terminal(self, params: dict[str, Any]) -> bool:

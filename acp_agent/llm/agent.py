@@ -166,7 +166,7 @@ class LlmAgent(Agent):
             {
                 "id": "model",
                 "name": "Model",
-                "description": "The model answering in this session",
+                "description": f"the model answering in this session, at {self.config.base_url}",
                 "type": "select",
                 "category": "model",
                 "default": self.config.model,
