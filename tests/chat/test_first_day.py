@@ -264,3 +264,24 @@ def test_run_agent_in_a_terminal_says_what_it_waits_for() -> None:
         child.expect(pexpect.EOF)
     finally:
         child.terminate(force=True)
+
+
+def test_multi_line_tool_output_is_indented_on_every_line() -> None:
+    import io
+
+    from rich.console import Console
+
+    from acp_agent.chat.render import Renderer
+
+    out = io.StringIO()
+    renderer = Renderer(Console(file=out, width=100, color_system=None))
+    renderer.update(
+        "s",
+        {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": "c1",
+            "status": "failed",
+            "content": [{"type": "content", "content": {"type": "text", "text": "one\ntwo"}}],
+        },
+    )
+    assert "\n  one\n  two\n" in out.getvalue()
