@@ -279,6 +279,14 @@ class ChatApp:
             self.renderer.error(f"{self._program()}: {exc}")
             self._show_stderr(tail=20)
             return 1
+        except Exception as exc:
+            leaf = _leaf(exc)
+            if not _is_broken_connection(leaf):
+                raise
+            # a remote agent's connection broke under the HTTP/WebSocket library (which
+            # may wrap it in exception groups): one line, not their tracebacks
+            self.renderer.error(f"{self._program()}: the connection broke ({_words(leaf)})")
+            return 1
         finally:
             self.reader.restore_terminal()
 
@@ -494,6 +502,10 @@ class ChatApp:
     def _show_stderr(self, tail: int | None = None) -> None:
         if self.client is None:
             return
+        if self.url:  # a remote agent's stderr is on its own host
+            if tail is None:
+                self.renderer.info(f"the agent at {self.url} writes its stderr on its host")
+            return
         lines = list(self.client.agent.stderr_lines)
         if tail is not None:
             lines = lines[-tail:]
@@ -531,6 +543,27 @@ class ChatApp:
 
 
 PIPED = "stdin is not a terminal; --auto-approve allows"
+
+#: the modules whose errors mean that a remote connection broke
+NETWORK_MODULES = ("httpx", "httpcore", "httpx_ws", "wsproto", "h11", "anyio")
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception inside (nested) exception groups."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
+def _is_broken_connection(exc: BaseException) -> bool:
+    if isinstance(exc, (OSError, ConnectionClosed, anyio.BrokenResourceError)):
+        return True
+    return type(exc).__module__.split(".")[0] in NETWORK_MODULES
+
+
+def _words(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
 
 
 def pick_option(options: Sequence[dict[str, Any]], answer: str) -> dict[str, Any] | None:

@@ -285,3 +285,54 @@ def test_multi_line_tool_output_is_indented_on_every_line() -> None:
         },
     )
     assert "\n  one\n  two\n" in out.getvalue()
+
+
+# ----------------------------------------------------------------------- a remote agent
+
+
+def test_a_remote_agent_that_stops_during_a_turn_is_one_line() -> None:
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "acp_agent",
+            "--store",
+            "memory",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=child_env(),
+    )
+    assert server.stderr is not None
+    try:
+        line = server.stderr.readline()
+        while "serving http://" not in line:
+            assert line, "the server did not start"
+            line = server.stderr.readline()
+        url = "ws://" + line.split("serving http://", 1)[1].split()[0].removeprefix("ws://")
+        child = spawn("chat", "--url", url)
+        try:
+            child.expect("> ")
+            child.sendline("/sleep 60000")
+            child.expect("working")
+            server.kill()  # the server goes away in the middle of the turn
+            child.expect(pexpect.EOF)
+            output = child.before
+            child.close()
+        finally:
+            child.terminate(force=True)
+    finally:
+        server.kill()
+        server.wait()
+        server.stderr.close()
+    assert child.exitstatus == 1
+    errors = [x for x in output.splitlines() if url in x]  # (output: since "working")
+    assert len(errors) == 1, output
+    assert "Traceback" not in output and "ExceptionGroup" not in output
+    assert "wrote nothing to stderr" not in output
