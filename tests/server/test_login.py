@@ -38,11 +38,31 @@ def run(config: Path, *args: str, feed: str = "") -> subprocess.CompletedProcess
 
 
 def answers(config: Path, *messages: dict[str, Any]) -> list[dict[str, Any]]:
-    """What the stdio language-model agent answers to ``messages``."""
-    feed = "".join(json.dumps({"jsonrpc": "2.0", **m}) + "\n" for m in messages)
-    result = run(config, "--store", "memory", "--model", "gpt-4.1", "--no-check", feed=feed)
-    assert result.returncode == 0, result.stderr
-    return [json.loads(line) for line in result.stdout.splitlines()]
+    """What the stdio language-model agent answers to ``messages`` (stdin is closed only
+    once every request is answered: end of input would cancel what still runs)."""
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "acp_agent", "--store", "memory", "--model", "gpt-4.1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**environment(config), "ACP_AGENT_NO_CHECK": "1"},
+    )
+    assert agent.stdin is not None and agent.stdout is not None
+    found = []
+    try:
+        for message in messages:
+            agent.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+            agent.stdin.flush()
+            found.append(json.loads(agent.stdout.readline()))
+    finally:
+        agent.stdin.close()
+        assert agent.wait(timeout=30) == 0
+        agent.stdout.close()
+        assert agent.stderr is not None
+        agent.stderr.close()
+    return found
 
 
 INITIALIZE = {
