@@ -4,7 +4,10 @@ With no subcommand it serves an agent over stdio, for an editor to launch: the
 reference agent, or the language-model agent of :mod:`acp_agent.llm` when a model is
 configured. Subcommands: ``chat`` (a terminal client for any ACP agent), ``demo``
 (drive the server through a scripted session), ``conformance`` (the conformance
-suite against any agent command) and ``sessions`` (the stored sessions).
+suite against any agent command), ``serve`` (remote serving), ``sessions`` (the
+stored sessions) and ``login``/``logout`` (the model endpoint's API key). Global
+options may come before or after the subcommand; a mistake in them is one line on
+stderr and exit 2, before anything runs.
 
 This module only wires things together. It imports what each path needs lazily, so
 ``acp-agent-kit`` starts fast and the serving path never imports rich.
@@ -56,7 +59,8 @@ agent, whose slash commands (/help lists them) exercise every protocol feature.
 
 EPILOG = """\
 subcommands:
-  chat [--auto-approve|--auto-reject] [-- AGENT_COMMAND...]
+  chat [--auto-approve|--auto-reject] [--resume ID|--load ID] [-p PROMPT]
+       [--url URL] [-- AGENT_COMMAND...]
                         talk to an ACP agent from the terminal (default agent:
                         this server); `acp-agent-kit chat --help` for more
   demo [-- AGENT_COMMAND...]
@@ -426,7 +430,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def run_chat(args: argparse.Namespace, rest: list[str], options: list[str]) -> int:
-    from .chat.app import main as chat_main
+    from .chat.command import main as chat_main
 
     return chat_main(rest, backend=args.backend, agent_options=options)
 

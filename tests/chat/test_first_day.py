@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.fake_model import fake_model_url
 from tests.helpers.wire_client import ROOT, child_env
 
 pexpect = pytest.importorskip("pexpect")
@@ -47,22 +48,8 @@ def spawn(*args: str, cwd: Path = ROOT) -> pexpect.spawn:
 
 @pytest.fixture
 def model_url() -> Iterator[str]:
-    """The fake model server (lists the models `fake` and `fake-large`), in a process."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "acp_agent.llm.fake_server", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=ROOT,
-        env=child_env(),
-    )
-    assert server.stdout is not None
-    try:
-        yield server.stdout.readline().strip()
-    finally:
-        server.kill()
-        server.wait()
-        server.stdout.close()
+    with fake_model_url() as url:
+        yield url
 
 
 # ----------------------------------------------------------------------- one-shot

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers.fake_model import fake_model_url
 from tests.helpers.wire_client import ROOT, child_env
 
 INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
@@ -259,23 +260,8 @@ def test_model_endpoint_that_does_not_answer() -> None:
 
 @pytest.fixture
 def model_url() -> Iterator[str]:
-    """The fake model server (lists the models `fake` and `fake-large`), in a process."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "acp_agent.llm.fake_server", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=ROOT,
-        env=child_env(),
-    )
-    try:
-        assert server.stdout is not None
-        yield server.stdout.readline().strip()
-    finally:
-        server.kill()
-        server.wait()
-        assert server.stdout is not None
-        server.stdout.close()
+    with fake_model_url() as url:
+        yield url
 
 
 def test_model_the_endpoint_does_not_list(model_url: str) -> None:
