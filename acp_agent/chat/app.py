@@ -316,6 +316,9 @@ class ChatApp:
 
     async def _one_shot(self, client: AcpClient, prompt: str) -> int:
         """``-p``: one turn; its answer on stdout; 0 when it ended normally."""
+        self.updates.clear()  # what --load replayed is not this turn's
+        if self.output_format == "text":
+            self.renderer.answer = write_out
         stop = await self._turn(client, prompt)
         text = "".join(
             str((u.get("content") or {}).get("text", ""))
@@ -500,3 +503,9 @@ def pick_option(options: Sequence[dict[str, Any]], answer: str) -> dict[str, Any
             if str(option.get("kind", "")).startswith(prefix):
                 return option
     return None
+
+
+def write_out(text: str) -> None:
+    """The answer's text, on stdout as it streams (``-p``)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()

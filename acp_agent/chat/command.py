@@ -108,11 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _write_out(text: str) -> None:
-    sys.stdout.write(text)
-    sys.stdout.flush()
-
-
 def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """``(own options, agent command)`` split at the first ``--``."""
     argv = list(argv)
@@ -196,8 +191,6 @@ def main(
         app.open_session = ("resume", args.resume) if args.resume else ("load", args.load)
     if args.prompt is not None:
         app.one_shot, app.output_format = args.prompt, args.format
-        if args.format == "text":
-            app.renderer.answer = _write_out
     try:
         return int(run(app.run, backend=backend))
     except AcpError as exc:

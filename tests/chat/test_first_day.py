@@ -95,6 +95,8 @@ def test_resume_and_load_a_stored_session(tmp_path: Path) -> None:
     resumed = cli("chat", "--store", store, "--resume", session_id, "-p", "/echo resumed")
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stdout == "resumed\n"
+    again = cli("chat", "--store", store, "--load", session_id, "-p", "/echo only this")
+    assert again.stdout == "only this\n"  # the replayed history is not the answer
     missing = cli("--store", store, "chat", "--resume", "no-such-session")
     assert missing.returncode == 1
     assert "did not open the session" in missing.stdout
