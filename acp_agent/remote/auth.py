@@ -11,6 +11,7 @@ It knows nothing of connections, sessions or HTTP beyond the header's value.
 from __future__ import annotations
 
 import hmac
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -71,6 +72,10 @@ class Principals:
     def from_file(cls, path: str) -> Principals:
         try:
             with open(path, encoding="utf-8") as f:
+                if os.fstat(f.fileno()).st_mode & 0o077:  # refused like ssh's keys
+                    raise TokenFileError(
+                        f"{path} is readable by others: `chmod 600 {path}` (tokens are passwords)"
+                    )
                 return cls.from_lines(f, path)
         except OSError as exc:
             raise TokenFileError(f"cannot read {path}: {exc.strerror or exc}") from None

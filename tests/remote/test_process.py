@@ -83,6 +83,7 @@ async def test_a_token_file_is_required_beyond_loopback(tmp_path: Path) -> None:
     assert b"without --token-file" in refused.stderr
     tokens = tmp_path / "tokens"
     tokens.write_text("alice short\n")
+    tokens.chmod(0o600)  # (readable by others, it would be refused for that)
     refused = await anyio.run_process(
         [*SERVE, "--token-file", str(tokens)], check=False, env=child_env(), cwd=str(ROOT)
     )
@@ -93,6 +94,7 @@ async def test_a_token_file_is_required_beyond_loopback(tmp_path: Path) -> None:
 async def test_the_token_file_names_the_principals(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens"
     tokens.write_text("".join(f"{name} {token}\n" for name, token in TOKENS.items()))
+    tokens.chmod(0o600)
     async with (
         serving("--token-file", str(tokens)) as (_, url, _stderr),
         connect(url, "websocket", token=TOKENS["bob"]) as bob,

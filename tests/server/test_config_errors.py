@@ -247,6 +247,18 @@ def test_token_file_readable_by_others(tmp_path: Path) -> None:
     assert "secret" not in line
 
 
+def test_serve_token_file_readable_by_others(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice alice-token-0123456789\n")
+    tokens.chmod(0o640)
+    line = one_line(
+        run_cli("--store", "memory", "serve", "--token-file", str(tokens)),
+        "readable by others",
+        "chmod 600",
+    )
+    assert "alice-token" not in line
+
+
 def test_model_endpoint_that_does_not_answer() -> None:
     refused(
         serve("--store", "memory", "--model", "m", "--base-url", "http://127.0.0.1:9/v1"),
