@@ -268,6 +268,8 @@ class ChatApp:
             session = await self._open(client)
         except (RequestError, ConnectionClosed) as exc:
             self.renderer.error(f"the agent did not open the session: {exc}")
+            if isinstance(exc, RequestError) and exc.code == AUTH_REQUIRED:
+                self._show_auth_methods(info)
             self._show_stderr(tail=20)
             return 1
         self.session_id = str(session.get("sessionId") or self.session_id)
@@ -304,6 +306,17 @@ class ChatApp:
                 continue
             if await self._turn(client, line) is None:
                 return 1
+
+    def _show_auth_methods(self, info: dict[str, Any]) -> None:
+        """How the agent says one logs in (``authMethods`` of its initialize answer)."""
+        for method in info.get("authMethods") or []:
+            if not isinstance(method, dict):
+                continue
+            how = str(method.get("name") or method.get("id"))
+            if method.get("type") == "terminal":
+                how += f" (run the agent with: {shlex.join(map(str, method.get('args') or []))})"
+            about = f": {method['description']}" if method.get("description") else ""
+            self.renderer.info(f"  to log in: {how}{about}")
 
     async def _open(self, client: AcpClient) -> dict[str, Any]:
         """A new session, or the stored one of ``--resume``/``--load``."""
@@ -465,6 +478,7 @@ class ChatApp:
 
 
 PIPED = "stdin is not a terminal; --auto-approve allows"
+AUTH_REQUIRED = -32000
 
 #: the modules whose errors mean that a remote connection broke
 NETWORK_MODULES = ("httpx", "httpcore", "httpx_ws", "wsproto", "h11", "anyio")

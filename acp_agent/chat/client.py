@@ -35,6 +35,7 @@ from .workspace import Workspace
 CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": True, "writeTextFile": True},
     "terminal": True,
+    "auth": {"terminal": True},  # shown, for the person to run (see app.py)
     # ACP 1.25: live notices and context compactions are shown (see render.py)
     "session": {"notices": {}, "compaction": {}},
 }

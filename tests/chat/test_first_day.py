@@ -325,3 +325,21 @@ def test_a_remote_agent_that_stops_during_a_turn_is_one_line() -> None:
     assert len(errors) == 1, output
     assert "Traceback" not in output and "ExceptionGroup" not in output
     assert "wrote nothing to stderr" not in output
+
+
+def test_an_agent_that_asks_to_log_in_says_how(tmp_path: Path) -> None:
+    agent = [sys.executable, "-m", "acp_agent", "--store", "memory", "--model", "gpt-4.1"]
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "ACP_AGENT_NO_CHECK": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "acp_agent", "chat", "--", *agent],
+        input="",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={k: v for k, v in child_env(env).items() if not k.endswith("API_KEY")},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "did not open the session" in result.stdout
+    assert "to log in: Log in with an API key (run the agent with: login)" in result.stdout
