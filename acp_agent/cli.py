@@ -71,8 +71,10 @@ subcommands:
   serve [--listen HOST:PORT] [--token-file PATH]
                         serve the agent over Streamable HTTP and WebSocket at
                         /acp; `acp-agent-kit serve --help` for more
-  sessions [--agent NAME] list | show ID | delete ID | prune --older-than DAYS
-                        see and manage the stored sessions, with their sizes
+  sessions [--agent NAME] list | show ID | delete ID | agents
+           | prune --older-than DAYS [--dry-run | --yes]
+                        see and manage the stored sessions (SQLite or
+                        PostgreSQL), with their sizes
   login | logout        keep (or forget) the model endpoint's API key, readable
                         by you only, for the language-model agent
 
