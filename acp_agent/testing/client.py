@@ -391,6 +391,7 @@ async def connect(
     """
     with tempfile.TemporaryDirectory(prefix="acp-test-") as scratch:
         where = _real(cwd if cwd is not None else scratch)
+        failed: BaseException | None = None
         async with anyio.create_task_group() as tg:
             stopped = anyio.Event()
             process: AgentProcess | None = None
@@ -434,6 +435,10 @@ async def connect(
                 if initialize:
                     await client.initialize()
                 yield client
+            except BaseException as exc:
+                if isinstance(exc, anyio.get_cancelled_exc_class()):
+                    raise
+                failed = exc  # raised as it is once the tasks are done, not in a group
             finally:
                 with anyio.CancelScope(shield=True):
                     workspace.close()
@@ -445,3 +450,5 @@ async def connect(
                             await stopped.wait()
                         await ours.aclose()
                 tg.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
