@@ -271,7 +271,8 @@ async def run_prompt(agent: Agent, turn: PromptTurn) -> StopReason:
     An agent's bug becomes a JSON-RPC error that names it, with the details in the log:
     a result that is not a :data:`StopReason` (``None``, say) raises
     :class:`~acp_agent.errors.InternalError` ("Shouty.prompt returned None; expected a
-    StopReason ..."), and so does an exception, whose traceback is logged. What the
+    StopReason ..."), and so does an exception ("Shouty.prompt raised KeyError (the
+    traceback is in the agent's log ...)"), whose message and traceback are only logged. What the
     library itself raises for the turn passes unchanged: a
     :class:`~acp_agent.errors.RequestError` (its code and message are the answer),
     :class:`~acp_agent.errors.ConnectionClosed`, :class:`~acp_agent.errors.PathOutsideRoots`
@@ -284,8 +285,9 @@ async def run_prompt(agent: Agent, turn: PromptTurn) -> StopReason:
         raise
     except Exception as exc:
         log.exception("%s raised in session %s", where, turn.session.session_id)
+        # The exception's text stays in the log: it may hold what the client must not see.
         raise InternalError(
-            f"{where} raised {type(exc).__name__}: {str(exc)[:200]} "
+            f"{where} raised {type(exc).__name__} "
             "(the traceback is in the agent's log: stderr or --log-file)",
             data={"agent": where, "exception": type(exc).__name__},
         ) from exc
