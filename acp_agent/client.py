@@ -204,11 +204,9 @@ class SessionClient:
                 for item in content
             ]
 
-    def _with_path(self, item: Mapping[str, Any]) -> JSON:
-        path = item.get("path")
-        if not isinstance(path, str):
-            return dict(item)
-        return {**item, "path": self._path(path)}
+    def _with_path(self, item: Any) -> Any:
+        path = item.get("path") if isinstance(item, Mapping) else None
+        return {**item, "path": self._path(path)} if isinstance(path, str) else item
 
     def record(self, update: JSON) -> None:
         """Keep ``update`` in the open turn's history without sending it.
