@@ -278,3 +278,35 @@ async def test_an_agent_that_never_answers_fails_the_test_in_time() -> None:
         with pytest.raises(TimeoutError):
             await session.prompt("forever")
         assert isinstance(client, AgentClient)
+
+
+# -- what an author reads -------------------------------------------------------------
+
+
+def test_the_exceptions_an_author_catches_are_exported() -> None:
+    import acp_agent
+    from acp_agent import errors
+
+    for name in ("CapabilityError", "RequestError", "PathOutsideRoots", "ConnectionClosed"):
+        assert getattr(acp_agent, name) is getattr(errors, name)
+        assert name in acp_agent.__all__
+
+
+def test_every_public_call_of_the_session_client_and_its_handles_is_documented() -> None:
+    import inspect
+
+    from acp_agent.client import SessionClient, Terminal, ToolCall
+
+    undocumented = [
+        f"{cls.__name__}.{name}"
+        for cls in (SessionClient, ToolCall, Terminal)
+        for name, member in vars(cls).items()
+        if not name.startswith("_")
+        and (inspect.isfunction(member) or isinstance(member, property))
+        and not inspect.getdoc(member)
+    ]
+    assert undocumented == []
+    # what the calls return is said where an author looks
+    for method in ("request_permission", "terminal", "read_text_file", "tool_call"):
+        doc = getattr(SessionClient, method).__doc__ or ""
+        assert "Returns:" in doc or "Yields:" in doc, method
