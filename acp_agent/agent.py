@@ -197,6 +197,8 @@ class Agent:
         return ()
 
     async def authenticate(self, method_id: str, meta: Mapping[str, Any] | None) -> None:
+        """``authenticate`` with one of :meth:`auth_methods` (``meta`` is the request's
+        ``_meta``). Raise :class:`~acp_agent.errors.RequestError` to refuse."""
         raise MethodNotFound("this agent needs no authentication")
 
     def requires_auth(self) -> bool:
