@@ -27,6 +27,7 @@ from acp_agent.jsonrpc import (
     Invalid,
     Notification,
     Peer,
+    Request,
     encode_notification,
 )
 from acp_agent.transport import Transport
@@ -74,7 +75,7 @@ class Link:
         if isinstance(event, Notification):
             self._on_notification(event.method, event.params)
         elif isinstance(event, Incoming):
-            tg.start_soon(self._answer, event.request.id, event.request, event.context)
+            tg.start_soon(self._answer, event.request, event.context)
         elif isinstance(event, CancelRequested):
             event.context.cancel()
         elif isinstance(event, Invalid):
@@ -82,7 +83,7 @@ class Link:
         else:
             log.warning("the agent sent an oversized line: %s", event)
 
-    async def _answer(self, request_id: Any, request: Any, scope: anyio.CancelScope) -> None:
+    async def _answer(self, request: Request, scope: anyio.CancelScope) -> None:
         outcome: tuple[bool, Any] = (
             False,
             {"code": REQUEST_CANCELLED, "message": "Request cancelled"},
@@ -93,7 +94,7 @@ class Link:
             except Exception as exc:
                 outcome = Peer.outcome_of(exc, request.method)
         with anyio.CancelScope(shield=True):
-            await self._send(self._peer.send_answer(request_id, outcome))
+            await self._send(self._peer.send_answer(request.id, outcome))
 
     async def _send(self, frame: bytes) -> None:
         try:
