@@ -28,7 +28,6 @@ from typing import Any
 
 import anyio
 
-from acp_agent._loop import CallWaiter
 from acp_agent.agent import Agent
 from acp_agent.chat.connection import AgentProcess
 from acp_agent.chat.workspace import Workspace
@@ -36,7 +35,7 @@ from acp_agent.errors import InvalidParams, MethodNotFound, ResourceNotFound
 from acp_agent.server import AcpServer
 from acp_agent.transport import Transport, memory_pair
 
-from .link import Link
+from .link import Answer, Link
 from .results import AgentRequest, TurnResult
 
 JSON = dict[str, Any]
@@ -98,9 +97,9 @@ class MemoryFiles:
 class PendingTurn:
     """A prompt sent and not yet answered (from :meth:`ClientSession.start_prompt`)."""
 
-    def __init__(self, session: ClientSession, waiter: CallWaiter, first: int, asked: int):
+    def __init__(self, session: ClientSession, answer: Answer, first: int, asked: int):
         self._session = session
-        self._waiter = waiter
+        self._answer = answer
         self._first = first
         self._asked = asked
 
@@ -113,13 +112,13 @@ class PendingTurn:
         """Wait for the answer; return the turn (an error answer raises ``RequestError``)."""
         session = self._session
         with anyio.fail_after(timeout or session.client.timeout):
-            answer = await Link.wait(self._waiter)
-        answer = answer if isinstance(answer, dict) else {}
+            got = await Link.wait(self._answer)
+        result = got if isinstance(got, dict) else {}
         return TurnResult(
-            stop_reason=str(answer.get("stopReason")),
+            stop_reason=str(result.get("stopReason")),
             updates=session.updates[self._first :],
             requests=session.requests[self._asked :],
-            usage=answer.get("usage"),
+            usage=result.get("usage"),
         )
 
 
@@ -164,10 +163,10 @@ class ClientSession:
         request is on its way, so a :meth:`cancel` sent next follows it."""
         blocks = [{"type": "text", "text": prompt}] if isinstance(prompt, str) else list(prompt)
         first, asked = len(self.updates), len(self.requests)
-        waiter = await self.client.link.send_request(
+        answer = await self.client.link.send_request(
             "session/prompt", {"sessionId": self.id, "prompt": [dict(b) for b in blocks]}
         )
-        return PendingTurn(self, waiter, first, asked)
+        return PendingTurn(self, answer, first, asked)
 
     async def prompt(
         self, prompt: str | Sequence[Mapping[str, Any]], *, timeout: float | None = None

@@ -19,7 +19,6 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from acp_agent._loop import CallWaiter
 from acp_agent.errors import REQUEST_CANCELLED, ConnectionClosed
 from acp_agent.jsonrpc import (
     CancelRequested,
@@ -43,6 +42,22 @@ OnNotification = Callable[[str, Any], None]
 OnRequest = Callable[[str, Any], Awaitable[Any]]
 
 
+class Answer:
+    """Where one of our requests waits for its answer; the peer settles it."""
+
+    __slots__ = ("error", "result", "settled")
+
+    def __init__(self) -> None:
+        self.settled = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def settle(self, result: Any, error: BaseException | None) -> None:
+        self.result = result
+        self.error = error
+        self.settled.set()
+
+
 class Link:
     """One JSON-RPC connection to an agent. Run :meth:`serve` in a task."""
 
@@ -52,7 +67,7 @@ class Link:
         self._transport = transport
         self._on_notification = on_notification
         self._on_request = on_request
-        self._peer: Peer[CallWaiter, anyio.CancelScope] = Peer(lambda _: anyio.CancelScope())
+        self._peer: Peer[Answer, anyio.CancelScope] = Peer(lambda _: anyio.CancelScope())
         self.closed = False
 
     async def serve(self) -> None:
@@ -102,24 +117,24 @@ class Link:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise ConnectionClosed("the agent closed its input") from exc
 
-    async def send_request(self, method: str, params: Any) -> CallWaiter:
+    async def send_request(self, method: str, params: Any) -> Answer:
         """Send a request; return what :meth:`wait` waits on. The frame is on its way
         when this returns."""
         if self.closed:
             raise ConnectionClosed(f"cannot send {method!r}: the agent is gone")
-        waiter = CallWaiter(None)
-        _, frame = self._peer.send_request(method, params, waiter)
+        answer = Answer()
+        _, frame = self._peer.send_request(method, params, answer)
         await self._send(frame)
-        return waiter
+        return answer
 
     @staticmethod
-    async def wait(waiter: CallWaiter) -> Any:
+    async def wait(answer: Answer) -> Any:
         """The answer's result; an error answer raises its
         :class:`~acp_agent.errors.RequestError`."""
-        await waiter.event.wait()
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.result
+        await answer.settled.wait()
+        if answer.error is not None:
+            raise answer.error
+        return answer.result
 
     async def call(self, method: str, params: Any) -> Any:
         """Send a request and wait for its result."""
