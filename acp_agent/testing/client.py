@@ -33,6 +33,7 @@ from acp_agent.chat.connection import AgentProcess
 from acp_agent.chat.workspace import Workspace
 from acp_agent.errors import InvalidParams, MethodNotFound, ResourceNotFound
 from acp_agent.server import AcpServer
+from acp_agent.store import SessionStore
 from acp_agent.transport import Transport, memory_pair
 
 from .link import Answer, Link
@@ -364,6 +365,7 @@ async def connect(
     initialize: bool = True,
     env: Mapping[str, str] | None = None,
     timeout: float = 30.0,
+    store: SessionStore | None = None,
     **server_options: Any,
 ) -> AsyncIterator[AgentClient]:
     """Connect to an agent and initialize it; on exit, end the connection and wait for
@@ -384,9 +386,10 @@ async def connect(
         initialize: send ``initialize`` before yielding.
         env: extra environment variables for a spawned agent.
         timeout: seconds any single wait may take.
-        server_options: for an in-memory agent, options of
-            :class:`~acp_agent.server.AcpServer` (``store``, ``busy_policy``,
-            ``unstable``, ``allow_outside_roots``, ...).
+        store: for an in-memory agent, its session store (default: a fresh in-memory
+            one); share one between two connections to load a session in the second.
+        server_options: for an in-memory agent, the server's options
+            (``busy_policy``, ``unstable``, ``allow_outside_roots``, ``turn_timeout``).
     """
     with tempfile.TemporaryDirectory(prefix="acp-test-") as scratch:
         where = _real(cwd if cwd is not None else scratch)
@@ -395,11 +398,9 @@ async def connect(
             stopped = anyio.Event()
             process: AgentProcess | None = None
             if isinstance(agent, Agent):
-                if server_options.get("store") is None:
-                    server_options.pop("store", None)
                 ours, theirs = memory_pair()
                 transport: Transport = ours
-                server = AcpServer(agent, **server_options)
+                server = AcpServer(agent, store, **server_options)
 
                 async def run_server() -> None:
                     try:
@@ -410,8 +411,8 @@ async def connect(
 
                 tg.start_soon(run_server)
             else:
-                if server_options:
-                    raise TypeError(f"server options apply to an Agent object: {server_options}")
+                if server_options or store is not None:
+                    raise TypeError("a store and server options apply to an Agent object only")
                 process = await AgentProcess.start(
                     list(agent), cwd=where, env={**os.environ, **(env or {})}
                 )
