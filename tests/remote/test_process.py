@@ -16,11 +16,13 @@ import pytest
 
 from tests.helpers.wire_client import ROOT, child_env, spawn
 
-from ._support import TOKENS, connect, running_server, url_for, workdir
+from ._raw import raw_websocket
+from ._support import TOKENS, RemoteClient, connect, running_server, url_for, workdir
 
 pytestmark = pytest.mark.anyio
 
 SERVE = [sys.executable, "-m", "acp_agent", "--store", "memory", "serve"]
+STOP_WITHIN = 10.0  # seconds SIGTERM may take to stop the server, whatever its clients do
 
 
 @asynccontextmanager
@@ -42,7 +44,7 @@ async def serving(*args: str) -> AsyncIterator[tuple[anyio.abc.Process, str, byt
         assert process.stderr is not None
         async for chunk in process.stderr:
             stderr.extend(chunk)
-            if b"serving http://" in stderr:
+            if b"serving http" in stderr:
                 started.set()
 
     async with process, anyio.create_task_group() as tg:
@@ -83,6 +85,7 @@ async def test_a_token_file_is_required_beyond_loopback(tmp_path: Path) -> None:
     assert b"without --token-file" in refused.stderr
     tokens = tmp_path / "tokens"
     tokens.write_text("alice short\n")
+    tokens.chmod(0o600)
     refused = await anyio.run_process(
         [*SERVE, "--token-file", str(tokens)], check=False, env=child_env(), cwd=str(ROOT)
     )
@@ -93,6 +96,7 @@ async def test_a_token_file_is_required_beyond_loopback(tmp_path: Path) -> None:
 async def test_the_token_file_names_the_principals(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens"
     tokens.write_text("".join(f"{name} {token}\n" for name, token in TOKENS.items()))
+    tokens.chmod(0o600)
     async with (
         serving("--token-file", str(tokens)) as (_, url, _stderr),
         connect(url, "websocket", token=TOKENS["bob"]) as bob,
@@ -124,3 +128,19 @@ async def test_the_bridge_serves_a_remote_agent_over_stdio(kind: str, tmp_path: 
                 assert turn.stop_reason == "cancelled"
             with anyio.fail_after(20):
                 assert await client.process.wait() == 0
+
+
+async def test_sigterm_stops_the_server_while_a_websocket_client_reads_nothing(
+    tmp_path: Path,
+) -> None:
+    async with serving() as (process, url, stderr), raw_websocket(url) as ws:
+        client = RemoteClient(ws)
+        await client.initialize()
+        session_id, _, _ = await client.new_session(workdir(tmp_path))
+        await client.start_prompt(session_id, "/stream 100000 1000")  # ~100 MB, never read
+        await client.call("session/list", {})  # the prompt has been read
+        await ws.wait_stalled()  # the server's writes wait for us, and we never read
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(STOP_WITHIN):
+            assert await process.wait() == 0
+    assert b"Traceback" not in stderr and b"ERROR" not in stderr, stderr.decode()
