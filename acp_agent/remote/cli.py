@@ -59,6 +59,18 @@ _BOUNDS: tuple[tuple[str, str, str, type[int] | type[float], str], ...] = (
 )
 
 
+# The files `serve` reads: flag, what it holds.
+_FILES: tuple[tuple[str, str], ...] = (
+    (
+        "--token-file",
+        "lines of `<principal> <token>` or `<principal> sha256:<hex>`, readable by its owner "
+        "only; required to listen beyond loopback",
+    ),
+    ("--tls-cert", "serve https:// and wss:// with this PEM certificate chain (with --tls-key)"),
+    ("--tls-key", "the PEM private key of --tls-cert"),
+)
+
+
 def _env(name: str, default: Any) -> Any:
     return os.environ.get(name) or default
 
@@ -89,26 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=_env("ACP_AGENT_LISTEN", "127.0.0.1:8765"),
         help="where to listen (default 127.0.0.1:8765) [env ACP_AGENT_LISTEN]",
     )
-    p.add_argument(
-        "--token-file",
-        metavar="PATH",
-        default=_env("ACP_AGENT_TOKEN_FILE", None),
-        help="lines of `<principal> <token>` or `<principal> sha256:<hex>`, readable by its "
-        "owner only; required to listen beyond loopback [env ACP_AGENT_TOKEN_FILE]",
-    )
-    p.add_argument(
-        "--tls-cert",
-        metavar="PATH",
-        default=_env("ACP_AGENT_TLS_CERT", None),
-        help="serve https:// and wss:// with this PEM certificate chain (with --tls-key) "
-        "[env ACP_AGENT_TLS_CERT]",
-    )
-    p.add_argument(
-        "--tls-key",
-        metavar="PATH",
-        default=_env("ACP_AGENT_TLS_KEY", None),
-        help="the PEM private key of --tls-cert [env ACP_AGENT_TLS_KEY]",
-    )
+    for flag, what in _FILES:
+        env = "ACP_AGENT_" + flag[2:].upper().replace("-", "_")
+        p.add_argument(flag, metavar="PATH", default=_env(env, None), help=f"{what} [env {env}]")
     p.add_argument(
         "--insecure-http",
         action="store_true",

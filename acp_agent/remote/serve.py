@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 
 from .._loop import Backend, run, running_asyncio_loop
@@ -244,7 +245,7 @@ async def serve_http(
             async with anyio.create_task_group() as tg:
                 await tg.start(registry.run)
                 health.start(tg)
-                tg.start_soon(_watch_signals, stopping)
+                await tg.start(_watch_signals, stopping)  # before clients are told
                 tg.start_soon(_cut_stalled_sockets, stopping, port)
                 if ready is not None:
                     shown = f"[{host}]" if ":" in host else host
@@ -257,8 +258,11 @@ async def serve_http(
                 await shared.aclose()
 
 
-async def _watch_signals(stopping: anyio.Event) -> None:
+async def _watch_signals(
+    stopping: anyio.Event, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
         async for signum in signals:
             log.info("received signal %s: shutting down", signum)
             stopping.set()
