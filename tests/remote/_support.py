@@ -65,7 +65,8 @@ async def running_server(
 
 
 def url_for(base: str, kind: str) -> str:
-    return base.replace("http://", "ws://", 1) if kind == "websocket" else base
+    """``base`` (``http://`` or ``https://``) for a ``kind`` of client."""
+    return base.replace("http", "ws", 1) if kind in ("websocket", "wss") else base
 
 
 class RemoteClient(ProcessClient):
