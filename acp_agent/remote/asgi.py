@@ -170,7 +170,10 @@ class RemoteApp:
             return
         body: bytes | None = None
         with anyio.move_on_after(self.limits.body_timeout) as reading:
-            body = await _read_body(receive, self.limits.max_message)
+            try:
+                body = await _read_body(receive, self.limits.max_message)
+            except _ClientLeft:
+                return  # no one to answer
         if reading.cancelled_caught:
             await _respond(send, 408, b"the request body did not arrive in time")
             return
@@ -374,14 +377,19 @@ async def _deny(scope: Scope, send: Send, status: int, body: bytes) -> None:
         await send({"type": "websocket.close", "code": 1008})
 
 
+class _ClientLeft(Exception):
+    """The client went away before its request body was complete."""
+
+
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request body, or None once it exceeds ``limit`` bytes."""
+    """The request body, or None once it exceeds ``limit`` bytes; raises
+    :class:`_ClientLeft` if the client leaves first."""
     parts: list[bytes] = []
     size = 0
     while True:
         event = await receive()
         if event["type"] != "http.request":
-            return b"".join(parts)  # http.disconnect
+            raise _ClientLeft  # http.disconnect: a part of a message is no message
         chunk = event.get("body", b"")
         size += len(chunk)
         if size > limit:

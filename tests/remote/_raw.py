@@ -4,8 +4,12 @@ stop reading (wsproto on a plain TCP stream) and HTTP requests written by hand."
 from __future__ import annotations
 
 import array
+import contextlib
 import fcntl
+import os
 import socket
+import ssl
+import struct
 import termios
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,21 +20,36 @@ import anyio.abc
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Request, TextMessage
 
-__all__ = ["RawWebSocket", "open_socket", "raw_websocket"]
+__all__ = ["RawWebSocket", "open_socket", "raw_websocket", "reset"]
 
 
 @asynccontextmanager
-async def open_socket(url: str) -> AsyncIterator[anyio.abc.SocketStream]:
+async def open_socket(
+    url: str, ssl_context: ssl.SSLContext | None = None
+) -> AsyncIterator[anyio.abc.ByteStream]:
+    """A TCP stream to ``url``'s host and port, over TLS when given a context."""
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
-    async with await anyio.connect_tcp(parts.hostname, parts.port) as stream:
+    stream = await anyio.connect_tcp(parts.hostname, parts.port, ssl_context=ssl_context)
+    try:
         yield stream
+    finally:
+        with contextlib.suppress(anyio.BrokenResourceError, OSError):  # reset already
+            await stream.aclose()
+
+
+def reset(stream: anyio.abc.ByteStream) -> None:
+    """Reset the connection under ``stream``, as a client that crashed would."""
+    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+    with socket.socket(fileno=os.dup(raw.fileno())) as sock:  # asyncio's has no shutdown()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 class RawWebSocket:
     """One WebSocket, read only when asked (a transport for ``RemoteClient``)."""
 
-    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+    def __init__(self, stream: anyio.abc.ByteStream) -> None:
         self.stream = stream
         self.ws = WSConnection(ConnectionType.CLIENT)
         self._texts: list[str] = []
@@ -86,9 +105,11 @@ class RawWebSocket:
 
 
 @asynccontextmanager
-async def raw_websocket(url: str, token: str | None = None) -> AsyncIterator[RawWebSocket]:
-    """A WebSocket to ``url`` (``http://`` or ``ws://``) that reads only when asked."""
-    async with open_socket(url) as stream:
+async def raw_websocket(
+    url: str, token: str | None = None, ssl_context: ssl.SSLContext | None = None
+) -> AsyncIterator[RawWebSocket]:
+    """A WebSocket to ``url`` that reads only when asked (over TLS given a context)."""
+    async with open_socket(url, ssl_context) as stream:
         ws = RawWebSocket(stream)
         await ws.handshake(urlsplit(url).netloc, token)
         yield ws

@@ -109,6 +109,14 @@ async def connect(
         yield RemoteClient(t)
 
 
+def sole_error(exc: BaseException) -> BaseException:
+    """The one exception inside exception groups of one (a task group wraps what its
+    body raises)."""
+    while len(getattr(exc, "exceptions", ())) == 1:
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
 def workdir(tmp_path: Path) -> str:
     (tmp_path / "work").mkdir(exist_ok=True)
     return str(tmp_path / "work")
@@ -122,6 +130,7 @@ __all__ = [
     "connect",
     "principals",
     "running_server",
+    "sole_error",
     "url_for",
     "workdir",
 ]

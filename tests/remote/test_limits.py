@@ -11,11 +11,12 @@ from pathlib import Path
 import anyio
 import anyio.abc
 import httpx
+import orjson
 import pytest
 
 from acp_agent.store import MemorySessionStore
 
-from ._raw import open_socket
+from ._raw import open_socket, reset
 from ._support import TOKENS, Limits, connect, principals, running_server
 
 pytestmark = pytest.mark.anyio
@@ -138,3 +139,33 @@ async def test_healthz_says_whether_the_store_answers() -> None:
             while (answer := await http.get(health)).status_code != 200:
                 pass
         assert (await http.post(health)).status_code == 405
+
+
+async def test_a_body_cut_short_reaches_no_connection() -> None:
+    async with running_server() as url, httpx.AsyncClient(timeout=10) as http:
+        opened = await http.post(url, content=INIT, headers=_JSON)
+        conn = opened.headers["acp-connection-id"]
+        head = {"Acp-Connection-Id": conn}
+        async with http.stream("GET", url, headers={**head, "Accept": "text/event-stream"}) as sse:
+            lines = sse.aiter_lines()
+            async with open_socket(url) as stream:
+                cut = (
+                    f"POST /acp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    f"Acp-Connection-Id: {conn}\r\nContent-Length: 99\r\n\r\n"
+                )
+                await stream.send(cut.encode() + b'{"jsonrpc":"2.0","id":5,"met')
+                reset(stream)
+            for request_id in (7, 8):
+                ask = {"jsonrpc": "2.0", "id": request_id, "method": "session/list", "params": {}}
+                assert (await http.post(url, json=ask, headers=head)).status_code == 202
+            seen = []
+            with anyio.fail_after(10):
+                async for line in lines:
+                    if line.startswith("data:"):
+                        seen.append(orjson.loads(line[5:]))
+                        if seen[-1].get("id") == 8:
+                            break
+            assert [m.get("id") for m in seen] == [7, 8], seen  # no -32700 for a fragment
+            assert (await http.delete(url, headers=head)).status_code == 202
+            async for _ in lines:  # the stream ends with the connection
+                pass

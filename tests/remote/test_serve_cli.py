@@ -4,21 +4,31 @@ code 2 for each command-line mistake."""
 from __future__ import annotations
 
 import hashlib
+import re
 import signal
 import sys
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
 from acp_agent.transport.remote import open_remote
 from tests.helpers.wire_client import ROOT, child_env, spawn
 
-from ._support import TOKENS, RemoteClient, url_for, workdir
+from ._raw import open_socket, raw_websocket, reset
+from ._support import TOKENS, RemoteClient, sole_error, url_for, workdir
 from ._tls import Certs, make_certs
 from .test_process import SERVE, serving
 
 pytestmark = pytest.mark.anyio
+
+
+INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}'
+NEW = b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"%s","mcpServers":[]}}'
+PROMPT = b'{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"SID",'
+PROMPT += b'"prompt":[{"type":"text","text":"%s"}]}}'
+JSON = {"Content-Type": "application/json"}
 
 
 @pytest.fixture
@@ -110,6 +120,58 @@ async def test_tls_with_tokens_stored_as_digests(tmp_path: Path, certs: Certs) -
             await client.initialize()
             listed, _ = await client.call("session/list", {})
             assert len(listed["sessions"]) == 2  # alice's, from both connections
+        process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(20):
+            assert await process.wait() == 0
+    assert b"Traceback" not in stderr and b"ERROR" not in stderr, stderr.decode()
+
+
+async def test_clients_going_away_leave_no_trace(tmp_path: Path, certs: Certs) -> None:
+    args = ("--tls-cert", certs.tls.cert, "--tls-key", certs.tls.key)
+    async with serving(*args) as (process, url, stderr):
+        plain = url.replace("https://", "http://", 1)
+        async with open_socket(plain) as sock:  # plain HTTP to the TLS port
+            await sock.send(b"GET /acp HTTP/1.1\r\nHost: x\r\n\r\n")
+        with pytest.raises(BaseException) as refused:  # the client refuses our certificate
+            async with open_remote(url) as transport:
+                await RemoteClient(transport).initialize()
+        assert "certificate" in str(sole_error(refused.value))
+        tls = certs.client_context()
+        async with raw_websocket(url, ssl_context=tls) as ws:  # gone mid-turn, no goodbye
+            client = RemoteClient(ws)
+            await client.initialize()
+            session_id, _, _ = await client.new_session(workdir(tmp_path))
+            await client.start_prompt(session_id, "/stream 100000 100")
+            await client.receive()  # the turn is streaming
+            reset(ws.stream)
+        async with httpx.AsyncClient(verify=tls, timeout=10) as http:  # the same over SSE
+            opened = await http.post(url, content=INIT, headers=JSON)
+            head = {"Acp-Connection-Id": opened.headers["acp-connection-id"]}
+            async with open_socket(url, tls) as stream:
+                get = "GET /acp HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
+                get += f"Acp-Connection-Id: {head['Acp-Connection-Id']}\r\n\r\n"
+                await stream.send(get.encode())
+                await stream.receive()  # the stream is open
+                new = NEW % workdir(tmp_path).encode()
+                assert (await http.post(url, content=new, headers=head | JSON)).is_success
+                seen = b""
+                while (found := re.search(rb'"sessionId":"([^"]+)"', seen)) is None:
+                    seen += await stream.receive()
+                prompt = PROMPT.replace(b"SID", found[1]) % b"/stream 100000 100"
+                assert (await http.post(url, content=prompt, headers=head | JSON)).is_success
+                while b"agent_message_chunk" not in seen:  # the turn is streaming
+                    seen += await stream.receive()
+                reset(stream)
+            cut = "POST /acp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            cut += f"Acp-Connection-Id: {head['Acp-Connection-Id']}\r\nContent-Length: 99\r\n\r\n"
+            async with open_socket(url, tls) as stream:  # a body cut short
+                await stream.send(cut.encode() + b'{"jsonrpc":')
+                reset(stream)
+        async with open_remote(url, ca_file=certs.ca_file) as transport:
+            client = RemoteClient(transport)  # still serving
+            await client.initialize()
+            session_id, _, _ = await client.new_session(workdir(tmp_path))
+            assert (await client.prompt(session_id, "/echo still here")).texts() == ["still here"]
         process.send_signal(signal.SIGTERM)
         with anyio.fail_after(20):
             assert await process.wait() == 0

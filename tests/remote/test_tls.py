@@ -13,7 +13,7 @@ import pytest
 from acp_agent.errors import ConnectionClosed
 from acp_agent.transport.remote import open_remote
 
-from ._support import KINDS, RemoteClient, running_server, url_for, workdir
+from ._support import KINDS, RemoteClient, running_server, sole_error, url_for, workdir
 from ._tls import Certs, make_certs
 
 pytestmark = pytest.mark.anyio
@@ -43,9 +43,7 @@ async def test_a_client_refuses_a_certificate_it_cannot_check(kind: str, certs: 
         with pytest.raises(BaseException) as refused:
             async with open_remote(url_for(url, kind)) as transport:  # system authorities
                 await RemoteClient(transport).initialize()
-    failure = refused.value
-    while len(getattr(failure, "exceptions", ())) == 1:  # an exception group of one
-        failure = failure.exceptions[0]  # type: ignore[attr-defined]
+    failure = sole_error(refused.value)
     assert isinstance(failure, (ConnectionClosed, anyio.BrokenResourceError)), failure
     assert "CERTIFICATE_VERIFY_FAILED" in str(failure) or "certificate" in str(failure)
 
