@@ -20,7 +20,7 @@ import anyio.abc
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Request, TextMessage
 
-__all__ = ["RawWebSocket", "open_socket", "raw_websocket", "reset"]
+__all__ = ["RawWebSocket", "open_socket", "raw_websocket", "reset", "wait_stalled"]
 
 
 @asynccontextmanager
@@ -36,6 +36,21 @@ async def open_socket(
     finally:
         with contextlib.suppress(anyio.BrokenResourceError, OSError):  # reset already
             await stream.aclose()
+
+
+async def wait_stalled(stream: anyio.abc.ByteStream, timeout: float = 30.0) -> int:
+    """Wait until the server's writes to this unread stream have stopped: the bytes
+    waiting in its socket stay the same over several looks (the server is then blocked
+    on us). Returns how many bytes wait."""
+    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+    seen: list[int] = []
+    with anyio.fail_after(timeout):
+        while len(seen) < 5 or len(set(seen[-5:])) > 1 or not seen[-1]:
+            waiting = array.array("i", [0])
+            fcntl.ioctl(raw.fileno(), termios.FIONREAD, waiting)
+            seen.append(waiting[0])
+            await anyio.sleep(0.1)  # a look at the socket, not a synchronisation
+    return seen[-1]
 
 
 def reset(stream: anyio.abc.ByteStream) -> None:
@@ -64,20 +79,6 @@ class RawWebSocket:
                 if isinstance(event, AcceptConnection):
                     return
                 raise AssertionError(f"handshake refused: {event!r}")
-
-    async def wait_stalled(self, timeout: float = 30.0) -> int:
-        """Wait until the server's writes to this unread socket have stopped: the bytes
-        waiting here stay the same over several looks (the server is then blocked on
-        us). Returns how many bytes wait."""
-        sock: socket.socket = self.stream.extra(anyio.abc.SocketAttribute.raw_socket)
-        seen: list[int] = []
-        with anyio.fail_after(timeout):
-            while len(seen) < 5 or len(set(seen[-5:])) > 1 or not seen[-1]:
-                waiting = array.array("i", [0])
-                fcntl.ioctl(sock.fileno(), termios.FIONREAD, waiting)
-                seen.append(waiting[0])
-                await anyio.sleep(0.1)  # a look at the socket, not a synchronisation
-        return seen[-1]
 
     async def send(self, data: bytes) -> None:
         for line in data.split(b"\n"):
