@@ -176,3 +176,22 @@ async def test_clients_going_away_leave_no_trace(tmp_path: Path, certs: Certs) -
         with anyio.fail_after(20):
             assert await process.wait() == 0
     assert b"Traceback" not in stderr and b"ERROR" not in stderr, stderr.decode()
+
+
+@pytest.mark.parametrize("kind", ["wss", "https"])
+async def test_chat_reaches_a_tls_server_with_its_ca_file(
+    kind: str, tmp_path: Path, certs: Certs
+) -> None:
+    args = ("--tls-cert", certs.tls.cert, "--tls-key", certs.tls.key)
+    async with serving(*args) as (process, url, _stderr):
+        chat = [*SERVE[:-1], "chat", "--url", url_for(url, kind), "--ca-file", certs.ca_file]
+        done = await anyio.run_process(
+            [*chat, "--cwd", workdir(tmp_path)],
+            input=b"/echo over tls\n",
+            check=False,
+            env=child_env(),
+            cwd=str(ROOT),
+        )
+        assert done.returncode == 0, done.stderr.decode()
+        assert "over tls" in done.stdout.decode()
+        process.send_signal(signal.SIGTERM)
