@@ -259,3 +259,20 @@ async def test_the_sdk_client_cancels_and_reloads(
             assert response.stop_reason == "end_turn"
             assert _texts(again.take())[-1] == "resumed"
             await conn.close_session(session_id=sid)
+
+
+@pytest.mark.parametrize("kind", ["http", "https"])
+async def test_the_sdk_client_takes_an_update_over_1_mib(
+    kind: str, tls_options: dict[str, Any], tmp_path: Path
+) -> None:
+    # (not over acp.ws: its websockets client refuses frames over 1 MiB by default)
+    cwd = Path(workdir(tmp_path))
+    client = SdkClient(cwd)
+    async with running_server(**tls_options) as url, sdk_connection(url, kind, client) as conn:
+        await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities())
+        sid = (await conn.new_session(cwd=str(cwd), mcp_servers=[])).session_id
+        client.take()
+        size = 3 * 1024 * 1024 // 2
+        response = await conn.prompt(session_id=sid, prompt=[text_block(f"/stream 2 {size}")])
+        assert response.stop_reason == "end_turn"
+        assert [len(text) for text in _texts(client.take())] == [size, size]
