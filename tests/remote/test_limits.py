@@ -126,6 +126,7 @@ async def test_healthz_says_whether_the_store_answers() -> None:
         health = url.replace("/acp", "/healthz")
         answer = await http.get(health)  # no token needed
         assert (answer.status_code, answer.json()) == (200, {"status": "ok", "store": "ok"})
+        assert (await http.head(health)).status_code == 200
         store.stalled = True
         with anyio.fail_after(8):  # the answer it had is reused for a second, then...
             while (answer := await http.get(health)).status_code == 200:
