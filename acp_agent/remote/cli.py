@@ -13,7 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from .._loop import Backend
 from ..agent import Agent
@@ -88,9 +88,16 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], Any]:
     return parse
 
 
+class _Parser(argparse.ArgumentParser):
+    """Says a mistake in one line (the usage is a ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = Limits()
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="acp-agent-kit serve",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -92,6 +92,9 @@ async def test_mistakes_in_tls_and_token_flags_are_one_line(tmp_path: Path, cert
     assert "cannot use --tls-cert" in line
     line = await refused("--tls-cert", certs.tls.cert, "--tls-key", str(tmp_path / "missing"))
     assert "cannot use --tls-cert" in line
+    assert "must be positive" in await refused("--body-timeout", "0")
+    assert "unrecognized arguments" in await refused("--no-such-flag")
+    assert "expected HOST:PORT" in await refused("--listen", "nowhere")
     tokens = token_file(tmp_path, "alice sha256:abcd\n")
     assert "64 hex digits" in await refused("--token-file", tokens)
     line = await refused("chat", "--url", "https://127.0.0.1:1/acp", "--ca-file", str(garbage))
