@@ -2,7 +2,9 @@
 
 This module owns :func:`open_remote`: given ``ws://HOST:PORT/acp`` (or ``wss://``) it
 opens a WebSocket (httpx-ws) and carries one message per text frame; given
-``http://`` (or ``https://``) it speaks Streamable HTTP (httpx): the first message,
+``http://`` (or ``https://``) it speaks Streamable HTTP (httpx): it reaches the server
+first (an ``OPTIONS`` request, whose answer does not matter), so that a server it cannot
+reach or whose certificate fails fails the opening, as a WebSocket does; the first message,
 ``initialize``, is POSTed and answered in the POST's body with an ``Acp-Connection-Id``;
 then one SSE stream carries every message from the agent, each further message is a
 POST (with ``Acp-Session-Id`` when its params name a session), and closing sends
@@ -72,6 +74,10 @@ async def open_remote(
                     raise ConnectionClosed(f"cannot connect to {url}: {_why(exc)}") from None
                 yield _WebSocketTransport(session)
         elif scheme in ("http", "https"):
+            try:  # reach the server now, so that an unreachable one fails here, as a WebSocket
+                await client.request("OPTIONS", url)
+            except httpx.HTTPError as exc:
+                raise ConnectionClosed(f"cannot connect to {url}: {_why(exc)}") from None
             async with anyio.create_task_group() as tg:
                 transport = _HttpTransport(client, url, tg)
                 try:

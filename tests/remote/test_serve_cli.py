@@ -197,4 +197,9 @@ async def test_chat_reaches_a_tls_server_with_its_ca_file(
         )
         assert done.returncode == 0, done.stderr.decode()
         assert "over tls" in done.stdout.decode()
+        untrusting = [*chat[:-2], "--cwd", workdir(tmp_path)]  # the system's authorities
+        done = await anyio.run_process(untrusting, check=False, env=child_env(), cwd=str(ROOT))
+        assert done.returncode == 1
+        said = (done.stdout + done.stderr).decode().strip().splitlines()  # (chat's console)
+        assert len(said) == 1 and "certificate verify failed" in said[0], said
         process.send_signal(signal.SIGTERM)
