@@ -87,6 +87,7 @@ class ChatApp:
         self.interrupts = 0
         self.quit_scope: anyio.CancelScope | None = None
         self.url: str | None = None  # talk to a remote agent instead of the command
+        self.ca_file: str | None = None  # with an https:// or wss:// url: whom to trust
         self.token: str | None = None
         self.open_session: tuple[str, str] | None = None  # ("resume"|"load", session id)
         self.one_shot: str | None = None  # -p: this prompt, then exit
@@ -178,7 +179,7 @@ class ChatApp:
     async def run(self) -> int:
         try:
             async with open_client(
-                self.command, self.cwd, self, url=self.url, token=self.token
+                self.command, self.cwd, self, url=self.url, token=self.token, ca_file=self.ca_file
             ) as client:
                 self.client = client
                 self.renderer.terminal_lookup = client.workspace.terminal_output

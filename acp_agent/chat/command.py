@@ -17,7 +17,7 @@ from rich.console import Console
 
 from acp_agent._loop import Backend, run
 from acp_agent.errors import AcpError
-from acp_agent.transport.remote import read_token
+from acp_agent.transport.remote import read_token, tls_context
 
 from .app import KEYS, LOCAL_COMMANDS, ChatApp
 from .client import default_agent_command
@@ -26,7 +26,8 @@ EXIT_USAGE = 2
 USAGE = (
     "acp-agent-kit [OPTIONS] chat [-h] [--auto-approve | --auto-reject] [--allow-terminals]\n"
     "                          [--cwd DIR] [--init-timeout SECONDS] [--resume ID | --load ID]\n"
-    "                          [-p PROMPT [--format text|json]] [--url URL [--token-file PATH]]\n"
+    "                          [-p PROMPT [--format text|json]]\n"
+    "                          [--url URL [--token-file PATH] [--ca-file PATH]]\n"
     "                          [-- AGENT_COMMAND...]"
 )
 
@@ -64,8 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--url",
-        help="talk to the agent served at this URL (ws://HOST:PORT/acp or http://...) "
-        "instead of starting one",
+        help="talk to the agent served at this URL (ws://HOST:PORT/acp, wss://, http://, "
+        "https://) instead of starting one",
     )
     parser.add_argument(
         "--token-file",
@@ -97,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="with -p: the answer as text, or as a JSON object with the stop reason, the "
         "text and every update (default text)",
+    )
+    parser.add_argument(
+        "--ca-file",
+        metavar="PATH",
+        help="with an https:// or wss:// --url: trust the server certificates this PEM "
+        "file signs (default: the system's authorities)",
     )
     parser.add_argument(
         "--init-timeout",
@@ -174,6 +181,8 @@ def main(
         return EXIT_USAGE
     try:
         token = read_token(args.token_file) if args.token_file else None
+        if args.ca_file is not None:
+            tls_context(args.ca_file)  # a bad file shows now, as one line
     except ValueError as exc:
         print(f"acp-agent-kit chat: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -186,7 +195,7 @@ def main(
         allow_terminals=args.allow_terminals,
         init_timeout=args.init_timeout,
     )
-    app.url, app.token = args.url, token
+    app.url, app.token, app.ca_file = args.url, token, args.ca_file
     if args.resume or args.load:
         app.open_session = ("resume", args.resume) if args.resume else ("load", args.load)
     if args.prompt is not None:

@@ -253,7 +253,7 @@ def test_serve_token_file_readable_by_others(tmp_path: Path) -> None:
     tokens.chmod(0o640)
     line = one_line(
         run_cli("--store", "memory", "serve", "--token-file", str(tokens)),
-        "readable by others",
+        "others",
         "chmod 600",
     )
     assert "alice-token" not in line
