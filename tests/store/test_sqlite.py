@@ -9,10 +9,8 @@ import signal
 import sqlite3
 import stat
 import sys
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +24,12 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from acp_agent.store import (
     DEFAULT_OWNER,
     PackedJson,
-    SchemaVersionError,
     SessionRecord,
     SqliteSessionStore,
+    StoreFailed,
     TurnRecord,
+    TurnWrite,
 )
-from acp_agent.store import sqlite as sqlite_store
 from acp_agent.store.sqlite import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
@@ -58,9 +56,9 @@ async def test_everything_survives_a_reopen(tmp_path: Path) -> None:
     )
     async with await SqliteSessionStore.open(db) as first:
         await first.create(record)
-        await first.write_turn("s", "done", begin=[item(p=0)], end="end_turn")
-        await first.write_turn("s", "open", begin=[item(p=1)], updates=[item(u=0)])
-        await first.write_turn("s", "open", updates=[item(u=1)])
+        await first.write_turn(TurnWrite("s", "done", begin=[item(p=0)], end="end_turn"))
+        await first.write_turn(TurnWrite("s", "open", begin=[item(p=1)], updates=[item(u=0)]))
+        await first.write_turn(TurnWrite("s", "open", updates=[item(u=1)]))
         stored = await first.get(ME, "s")
     async with await SqliteSessionStore.open(db) as second:
         assert await second.get(ME, "s") == stored
@@ -69,7 +67,7 @@ async def test_everything_survives_a_reopen(tmp_path: Path) -> None:
             TurnRecord("open", (item(p=1), item(u=0), item(u=1)), None),
         ]
         # the open turn goes on in the new instance
-        await second.write_turn("s", "open", end="cancelled")
+        await second.write_turn(TurnWrite("s", "open", end="cancelled"))
         assert [t.stop_reason for t in await second.load_history(ME, "s")] == [
             "end_turn",
             "cancelled",
@@ -96,7 +94,7 @@ async def test_a_file_of_another_schema_is_refused_and_left_alone(
         conn.execute("CREATE TABLE theirs (x)")
         conn.execute(f"PRAGMA user_version = {version}")
         conn.commit()
-    with pytest.raises(SchemaVersionError, match=f"version {version}"):
+    with pytest.raises(StoreFailed, match=f"version {version}"):
         await SqliteSessionStore.open(db)
     assert raw(db, "SELECT name FROM sqlite_master") == [("theirs",)]
 
@@ -106,8 +104,8 @@ async def test_delete_cascades_to_turns_and_updates(tmp_path: Path) -> None:
     async with await SqliteSessionStore.open(db) as store:
         for sid in ("gone", "kept"):
             await store.create(SessionRecord(sid, cwd="/"))
-            await store.write_turn(sid, "t", begin=[item(a=1)], updates=[item(b=2)])
-            await store.write_turn(sid, "t", updates=[item(c=3)], end="end_turn")
+            await store.write_turn(TurnWrite(sid, "t", begin=[item(a=1)], updates=[item(b=2)]))
+            await store.write_turn(TurnWrite(sid, "t", updates=[item(c=3)], end="end_turn"))
         assert raw(db, "SELECT count(*) FROM updates") == [(4,)]
         assert await store.delete(ME, "gone") is True
         assert raw(db, "SELECT count(*) FROM turns") == [(1,)]
@@ -156,9 +154,9 @@ async def test_the_database_and_its_side_files_are_private_whatever_the_umask(
     try:
         async with await SqliteSessionStore.open(db) as store:
             await store.create(SessionRecord("s", cwd="/"))
-            await store.write_turn("s", "t", begin=[item(secret=1)])
+            await store.write_turn(TurnWrite("s", "t", begin=[item(secret=1)]))
             files = sorted(p.name for p in db.parent.iterdir())
-            assert files == ["s.sqlite3", "s.sqlite3-shm", "s.sqlite3-wal"]
+            assert files == ["s.sqlite3", "s.sqlite3-shm", "s.sqlite3-wal", "s.sqlite3.locks"]
             assert {p.name: mode(p) for p in db.parent.iterdir()} == dict.fromkeys(files, 0o600)
     finally:
         os.umask(old)
@@ -196,14 +194,15 @@ async def test_two_processes_share_one_file(tmp_path: Path) -> None:
     with anyio.fail_after(50):
         async with await SqliteSessionStore.open(db) as store:
             await store.create(SessionRecord("parent", cwd="/parent"))
-            await store.write_turn("parent", "t0", begin=[item(who="parent", prompt=True)])
+            await store.write_turn(
+                TurnWrite("parent", "t0", begin=[item(who="parent", prompt=True)])
+            )
             async with child("share", db, n) as (process, out):
                 assert await readline(out) == b"ready"
-                for i in range(n):  # while the child writes too, at once when it can
+                for i in range(n):  # while the child writes too
                     update = [item(who="parent", i=i)]
-                    if not store.write_turn_now("parent", "t0", updates=update):
-                        await store.write_turn("parent", "t0", updates=update)
-                await store.write_turn("parent", "t0", end="end_turn")
+                    await store.write_turn(TurnWrite("parent", "t0", updates=update))
+                await store.write_turn(TurnWrite("parent", "t0", end="end_turn"))
                 assert await readline(out) == b"written"
                 assert process.stdin is not None
                 await process.stdin.send(b"go\n")
@@ -240,91 +239,21 @@ async def test_a_killed_process_loses_nothing_it_wrote(tmp_path: Path) -> None:
         )
 
 
-async def test_the_worker_checkpoints_a_large_wal_when_idle(tmp_path: Path) -> None:
-    db = tmp_path / "s.sqlite3"
-    async with await SqliteSessionStore.open(db) as store:
-        await store.create(SessionRecord("s", cwd="/"))
-        await store.write_turn("s", "big", begin=[item(text="x" * 6_000_000)], end="end_turn")
-        # Jobs run in order and the checkpoint follows the write: after the next job, the
-        # rows are in the database file itself.
-        await store.get(ME, "s")
-        assert db.stat().st_size > 6_000_000
-        # The next write starts the WAL over, cut back to its limit.
-        await store.write_turn("s", "small", begin=[item(text="y")], end="end_turn")
-        await store.get(ME, "s")
-        assert os.stat(f"{db}-wal").st_size <= sqlite_store.WAL_BYTES
-        assert [t.turn_id for t in await store.load_history(ME, "s")] == ["big", "small"]
-
-
-async def test_a_write_at_once_overtakes_nothing_and_waits_for_no_one(tmp_path: Path) -> None:
-    db = tmp_path / "s.sqlite3"
-    async with await SqliteSessionStore.open(db) as store:
-        await store.create(SessionRecord("s", cwd="/"))
-        with closing(sqlite3.connect(db, isolation_level=None)) as other:
-            other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-            assert not store.write_turn_now("s", "t", begin=[item(n=0)])
-            other.execute("ROLLBACK")
-        worker = store._worker
-        assert worker is not None
-        release = threading.Event()
-        worker.post(release.wait, lambda outcome: None)  # the worker is busy
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(partial(store.write_turn, "s", "t", begin=[item(n=1)]))
-            await anyio.wait_all_tasks_blocked()
-            # Operations are queued or running: a write at once would overtake them.
-            assert not store.write_turn_now("s", "t", updates=[item(n=2)])
-            release.set()
-        assert store.write_turn_now("s", "t", updates=[item(n=3)], end="end_turn")
-        [turn] = await store.load_history(ME, "s")
-        assert turn == TurnRecord("t", (item(n=1), item(n=3)), "end_turn")
-
-
-async def test_a_large_write_is_never_made_on_the_callers_thread(tmp_path: Path) -> None:
-    async with await SqliteSessionStore.open(tmp_path / "s.sqlite3") as store:
-        await store.create(SessionRecord("s", cwd="/"))
-        big = item(text="x" * sqlite_store.INLINE_BYTES)
-        assert not store.write_turn_now("s", "t", begin=[big])
-        assert not store.write_turn_now("s", "t", begin=[PackedJson.pack(b"{}")])
-        assert await store.load_history(ME, "s") == []
-
-
-async def test_writes_at_once_have_the_worker_checkpoint_the_wal(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sqlite_store, "CHECK_WAL_EVERY", 4)
-    db = tmp_path / "s.sqlite3"
-    checkpointed = threading.Event()
-    async with await SqliteSessionStore.open(db) as store:
-        await store.create(SessionRecord("s", cwd="/"))
-        worker = store._worker
-        assert worker is not None
-        idle_step = worker._idle
-
-        def watched() -> None:  # on the worker thread
-            idle_step()
-            if db.stat().st_size > 4_000_000:
-                checkpointed.set()
-
-        worker._idle = watched
-        text = item(text="x" * 60_000)
-        for i in range(100):  # 6 MB in the WAL, and no operation for the worker
-            assert store.write_turn_now("s", f"t{i}", begin=[text], end="end_turn")
-        assert await anyio.to_thread.run_sync(checkpointed.wait, 20)  # bound: a failure only
-        assert len(await store.load_history(ME, "s")) == 100
-
-
 async def test_packed_items_are_stored_compressed_and_come_back_as_text(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
     big = item(text="x" * 3_000_000 + " 日本語 🎉")
     prompt = item(text="p" * 300_000)
     async with await SqliteSessionStore.open(db) as store:
-        assert store.takes_packed_items
         await store.create(SessionRecord("s", cwd="/"))
         await store.write_turn(
-            "s", "t", begin=[PackedJson.pack(prompt.encode()), item(a=1)], updates=[item(b=2)]
+            TurnWrite(
+                "s", "t", begin=[PackedJson.pack(prompt.encode()), item(a=1)], updates=[item(b=2)]
+            )
         )
         await store.write_turn(
-            "s", "t", updates=[item(c=3), PackedJson.pack(big.encode()), item(d=4)], end="x"
+            TurnWrite(
+                "s", "t", updates=[item(c=3), PackedJson.pack(big.encode()), item(d=4)], end="x"
+            )
         )
         [turn] = await store.load_history(ME, "s")
         assert turn.updates == (prompt, item(a=1), item(b=2), item(c=3), big, item(d=4))
@@ -338,7 +267,7 @@ async def test_packed_items_that_do_not_compress_are_stored_as_they_are(tmp_path
     assert not packed.compressed  # zlib would save a quarter of it, at great cost
     async with await SqliteSessionStore.open(tmp_path / "s.sqlite3") as store:
         await store.create(SessionRecord("s", cwd="/"))
-        await store.write_turn("s", "t", begin=[packed, item(a=1)], end="end_turn")
+        await store.write_turn(TurnWrite("s", "t", begin=[packed, item(a=1)], end="end_turn"))
         [turn] = await store.load_history(ME, "s")
         assert turn.updates == (text, item(a=1))
         [(_, (_, stored))] = (await store.sizes(ME)).items()
@@ -355,8 +284,8 @@ async def test_items_written_together_share_one_row_and_come_back_one_by_one(
     second = [item(e=""), pretty, item(f=1), PackedJson.pack(big.encode()), item(g=2)]
     async with await SqliteSessionStore.open(db) as store:
         await store.create(SessionRecord("s", cwd="/"))
-        await store.write_turn("s", "t", begin=[item(p=0)], updates=first)
-        await store.write_turn("s", "t", updates=second, end="end_turn")
+        await store.write_turn(TurnWrite("s", "t", begin=[item(p=0)], updates=first))
+        await store.write_turn(TurnWrite("s", "t", updates=second, end="end_turn"))
         [turn] = await store.load_history(ME, "s")
     assert turn.updates == (item(p=0), *first, item(e=""), pretty, item(f=1), big, item(g=2))
     kinds = raw(db, "SELECT typeof(body) FROM updates ORDER BY id")
