@@ -4,13 +4,15 @@ processes, crash safety and private files."""
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import signal
 import sqlite3
 import stat
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, closing
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from acp_agent.errors import SessionLeased
 from acp_agent.store import (
     DEFAULT_OWNER,
     PackedJson,
@@ -30,6 +33,7 @@ from acp_agent.store import (
     TurnRecord,
     TurnWrite,
 )
+from acp_agent.store import sqlite as sqlite_store
 from acp_agent.store.sqlite import SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
@@ -292,3 +296,169 @@ async def test_items_written_together_share_one_row_and_come_back_one_by_one(
     # the prompt and the 100 updates; then one line; the pretty item; one line; the big
     # item; one line
     assert [kind for (kind,) in kinds] == ["text", "text", "blob", "text", "blob", "text"]
+
+
+# --- what the store checks so that a write is never acknowledged without being in the file ---
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX record locks")
+async def test_a_session_open_in_another_process_is_refused_until_it_lets_go(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("held", cwd="/"))
+        await store.release("held")  # create held it for this process
+        with anyio.fail_after(30):
+            async with child("hold", db, 0) as (process, out):
+                assert await readline(out) == b"ready"
+                with pytest.raises(SessionLeased) as caught:
+                    await store.acquire("held")
+                assert caught.value.data == {
+                    "sessionId": "held",
+                    "reason": "leased",
+                    "retryAfterMs": 1000,
+                }
+                assert process.stdin is not None
+                await process.stdin.send(b"go\n")
+                assert await readline(out) == b"released"
+                await store.acquire("held")  # let go: this process holds it now
+                await store.release("held")
+            # A process that dies drops its hold: the session is taken over at once.
+            async with child("hold", db, 0) as (process, out):
+                assert await readline(out) == b"ready"
+                with pytest.raises(SessionLeased):
+                    await store.acquire("held")
+                process.kill()
+                await process.wait()
+                await store.acquire("held")
+
+
+async def test_acquisitions_in_one_store_are_counted(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.acquire("held")
+        await store.acquire("held")
+        await store.release("held")
+        with anyio.fail_after(30):
+            async with child("hold", db, 0) as (process, _out):
+                assert await process.wait() != 0  # still held once here: refused
+            await store.release("held")
+            async with child("hold", db, 0) as (_process, out):
+                assert await readline(out) == b"ready"
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+async def test_a_database_file_deleted_or_replaced_fails_every_write(
+    tmp_path: Path, how: str
+) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.write_turn(TurnWrite("s", "t0", begin=[item(n=0)], end="end_turn"))
+        if how == "deleted":
+            db.unlink()
+        else:
+            other = tmp_path / "other.sqlite3"
+            async with await SqliteSessionStore.open(other) as elsewhere:
+                await elsewhere.create(SessionRecord("s", cwd="/"))
+            os.replace(other, db)
+        for _ in range(2):
+            with pytest.raises(StoreFailed, match="deleted or replaced") as caught:
+                await store.write_turn(TurnWrite("s", "t1", begin=[item(n=1)], end="end_turn"))
+            assert caught.value.message.startswith(f"session store {db}: ")
+        with pytest.raises(StoreFailed, match="deleted or replaced"):
+            await store.create(SessionRecord("new", cwd="/"))
+
+
+class Records(logging.Handler):
+    """Keeps the messages logged; ``seen`` is set by the first one containing ``word``."""
+
+    def __init__(self, word: str) -> None:
+        super().__init__()
+        self.word = word
+        self.messages: list[str] = []
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+        if self.word in record.getMessage():
+            self.seen.set()
+
+
+@contextmanager
+def recording(word: str) -> Iterator[Records]:
+    logger = logging.getLogger("acp_agent.store.sqlite")
+    handler = Records(word)
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+async def test_another_process_holding_the_write_lock_is_waited_out(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db, lock_wait=60) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        with (
+            closing(sqlite3.connect(db, isolation_level=None)) as other,
+            recording("waiting") as log,
+        ):
+            other.execute("BEGIN IMMEDIATE")  # a `sessions prune`, another agent
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    store.write_turn, TurnWrite("s", "t", begin=[item(n=0)], end="end_turn")
+                )
+                assert await anyio.to_thread.run_sync(log.seen.wait, 20)  # a bound, no sync
+                assert raw(db, "SELECT count(*) FROM turns") == [(0,)]  # not written yet
+                other.execute("ROLLBACK")
+        assert log.messages[0] == (
+            f"session store {db}: another process holds the write lock; waiting up to 60 s"
+        )
+        assert log.messages[-1].startswith(f"session store {db}: got the write lock after ")
+        [turn] = await store.load_history(ME, "s")
+        assert turn == TurnRecord("t", (item(n=0),), "end_turn")
+
+
+async def test_a_write_lock_held_too_long_fails_the_write_saying_so(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db, lock_wait=0.3) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        with closing(sqlite3.connect(db, isolation_level=None)) as other, recording("x") as log:
+            other.execute("BEGIN IMMEDIATE")
+            with pytest.raises(StoreFailed) as caught:
+                await store.write_turn(TurnWrite("s", "t", begin=[item(n=0)]))
+            other.execute("ROLLBACK")
+        assert caught.value.message == (
+            f"session store {db}: another process held the write lock for more than 0.3 s"
+        )
+        assert log.messages[-1] == caught.value.message  # logged once, as it is
+        await store.write_turn(TurnWrite("s", "t", begin=[item(n=1)]))  # and usable again
+        assert [t.updates for t in await store.load_history(ME, "s")] == [(item(n=1),)]
+
+
+async def test_prune_deletes_in_small_transactions_and_spares_held_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "PRUNE_BATCH", 7)
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        for sid in ("old", "held", "new"):
+            await store.create(SessionRecord(sid, cwd="/"))
+            await store.write_turn(TurnWrite(sid, "t", begin=[item(n=-1)]))
+            for n in range(54):  # one row per write: 55 rows to delete
+                await store.write_turn(TurnWrite(sid, "t", updates=[item(n=n)]))
+        cutoff = (await store.get(ME, "new")).updated_at  # type: ignore[union-attr]
+        await store.release("held")
+        await store.release("old")
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)  # type: ignore[union-attr]
+        async with child("hold", db, 0) as (_process, out):
+            assert await readline(out) == b"ready"  # another agent has "held" open
+            assert await store.prune(ME, cutoff) == ["old"]
+        deletes = [s for s in statements if s.startswith("DELETE FROM updates")]
+        assert len(deletes) == 55 // 7 + 2  # 55 rows, 7 a transaction, and the empty check
+        assert statements.count("BEGIN IMMEDIATE") >= len(deletes) + 1
+        assert sorted(r.session_id for r in (await store.list(ME))[0]) == ["held", "new"]
+        assert raw(db, "SELECT count(*) FROM turns WHERE session_id = 'old'") == [(0,)]
