@@ -4,8 +4,11 @@
 its turns and the size of its history; ``show ID`` one session's record and turns
 (a turn answered with an error shows as ``failed``); ``delete ID`` removes a session;
 ``prune --older-than DAYS`` removes the sessions not used for that many days (after a
-confirmation in a terminal, ``--yes`` elsewhere; ``--dry-run`` only lists them) and gives
-a SQLite file's space back; ``agents`` lists the agents that have a default store here.
+confirmation in a terminal, ``--yes`` elsewhere; ``--dry-run`` only lists them; in a SQLite
+file, not those open in a running agent, in small transactions so that agents sharing the
+file never wait long, and with ``--vacuum`` their space goes back to the file system,
+holding the file's write lock meanwhile); ``agents`` lists the agents that have a default
+store here.
 
 It works on every store that keeps sessions: ``--store PATH|URL`` (or ``ACP_AGENT_DB``),
 a SQLite file or a PostgreSQL database, else the default file of the agent named by
@@ -32,9 +35,9 @@ import orjson
 
 from .errors import AcpError
 from .history import FAILED_TURN
-from .store import DB_ENV_VAR, DEFAULT_OWNER, default_db_path, open_store
+from .store import DB_ENV_VAR, DEFAULT_OWNER, StoreFailed, default_db_path, open_store
 from .store.base import SessionRecord
-from .store.sqlite import SchemaVersionError
+from .store.sqlite import SqliteSessionStore
 
 USAGE_ERROR = 2
 REFERENCE = "acp-agent"
@@ -92,6 +95,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     prune.add_argument("--older-than", type=float, required=True, metavar="DAYS")
     prune.add_argument("--dry-run", action="store_true", help="list them, remove nothing")
     prune.add_argument("--yes", action="store_true", help="do not ask (needed without a terminal)")
+    prune.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="then give the space back to the file system (agents on the file wait meanwhile)",
+    )
     commands.add_parser("agents", help="the agents that have a default store here")
     return parser
 
@@ -126,7 +134,7 @@ class Sessions:
 
     def __init__(self, store: Any, target: str) -> None:
         self.store = store
-        self.sqlite = getattr(store, "inner", None)  # a journaled SQLite file's own store
+        self.sqlite = store if isinstance(store, SqliteSessionStore) else None
         self.target = target
 
     async def records(self) -> list[SessionRecord]:
@@ -218,14 +226,15 @@ async def _delete(sessions: Sessions, session_id: str) -> int:
     return 1
 
 
-async def _old(sessions: Sessions, days: float) -> list[SessionRecord]:
+async def _old(sessions: Sessions, days: float) -> tuple[str, list[SessionRecord]]:
+    """The cutoff timestamp and the sessions not updated since."""
     cutoff = (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return [r for r in await sessions.records() if r.updated_at < cutoff]
+    return cutoff, [r for r in await sessions.records() if r.updated_at < cutoff]
 
 
 async def _prune(sessions: Sessions, args: argparse.Namespace, prog: str) -> int:
     days = args.older_than
-    old = await _old(sessions, days)
+    cutoff, old = await _old(sessions, days)
     what = f"{plural(len(old), 'session')} not used for {days:g} days"
     if args.dry_run or not old:
         for r in old:
@@ -244,21 +253,26 @@ async def _prune(sessions: Sessions, args: argparse.Namespace, prog: str) -> int
         if answer.strip().lower() not in ("y", "yes"):
             print("nothing deleted")
             return 1
-    before = file_size(Path(sessions.target)) if sessions.sqlite is not None else 0
-    for r in old:
-        await sessions.store.delete(DEFAULT_OWNER, r.session_id)
     if sessions.sqlite is None:
+        for r in old:
+            await sessions.store.delete(DEFAULT_OWNER, r.session_id)
         print(f"pruned {what}")
         return 0
-    await sessions.sqlite.vacuum()
+    before = file_size(Path(sessions.target))
+    pruned = await sessions.sqlite.prune(DEFAULT_OWNER, cutoff)
+    if args.vacuum:
+        await sessions.sqlite.vacuum()
     after = file_size(Path(sessions.target))
-    print(f"pruned {what}; {sessions.target}: {_size(before)} -> {_size(after)}")
+    kept = len(old) - len(pruned)
+    open_ = f" ({plural(kept, 'session')} open in a running agent kept)" if kept else ""
+    print(
+        f"pruned {plural(len(pruned), 'session')} not used for {days:g} days{open_}; "
+        f"{sessions.target}: {_size(before)} -> {_size(after)}"
+    )
     return 0
 
 
 async def _run(target: str, args: argparse.Namespace, prog: str, others: Sequence[str]) -> int:
-    # A SQLite file through the journal layer, which first applies the journals of
-    # agents that died.
     store = await open_store(target)
     try:
         sessions = Sessions(store, target)
@@ -309,8 +323,8 @@ def main(argv: Sequence[str], *, prog: str, store: str | None) -> int:
         return 0 if args.command in ("list", "prune") else 1
     try:
         return anyio.run(_run, target, args, prog, others)
-    except SchemaVersionError as exc:
-        print(f"{prog} sessions: {target}: {exc}", file=sys.stderr)
+    except StoreFailed as exc:
+        print(f"{prog} sessions: {exc.message}", file=sys.stderr)
         return 1
     except AcpError as exc:  # e.g. a PostgreSQL server that is down
         print(f"{prog} sessions: {_shown(target)}: {exc}", file=sys.stderr)
