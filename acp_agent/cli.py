@@ -43,6 +43,7 @@ ENV = {
     "dispatcher": "ACP_AGENT_DISPATCHER",
     "model": "ACP_AGENT_MODEL",
     "unstable": "ACP_AGENT_UNSTABLE",
+    "agent": "ACP_AGENT_AGENT",
 }
 
 DESCRIPTION = """\
@@ -174,6 +175,13 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
         help="serve the language-model agent with this model instead of the "
         "reference agent [env ACP_AGENT_MODEL]",
     )
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:OBJECT",
+        default=_env("agent"),
+        help="serve this agent: one of ours, or a pydantic-ai, LangGraph or OpenAI Agents "
+        "SDK agent (see docs/adapters.md) [env ACP_AGENT_AGENT]",
+    )
     if with_llm:
         from .llm import add_arguments
 
@@ -282,7 +290,15 @@ def fail(message: str) -> NoReturn:
 
 
 def build_agent(args: argparse.Namespace) -> Any:
-    """The agent to serve: the LLM agent when a model is configured, else the reference."""
+    """The agent to serve: the one ``--agent`` names, else the LLM agent when a model is
+    configured, else the reference agent."""
+    if args.agent:
+        from .adapters import LoadError, load
+
+        try:
+            return load(args.agent)
+        except LoadError as exc:
+            fail(str(exc))
     if args.model:
         # Hook: the language-model agent lives in acp_agent.llm (its own package).
         try:
