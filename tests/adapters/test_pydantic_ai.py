@@ -246,7 +246,8 @@ async def test_editor_tools_use_the_client_and_stay_in_the_roots(
         session = await new_session(client, tmp_path)
         await client.prompt(session, "fake:echo")
         offered = {t["function"]["name"] for t in fake.requests[-1]["tools"]}
-        assert offered == {"add", "delete_file"}
+        assert offered.isdisjoint({"read_file", "write_file", "run_command"})
+        assert "add" in offered
 
 
 async def test_commands_plans_and_the_acp_client_from_a_tool(
