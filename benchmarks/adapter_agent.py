@@ -1,5 +1,6 @@
-"""The pydantic-ai agent both adapters serve in ``benchmarks/adapters.py``: the fake model
-(ACP_FAKE_BASE_URL) and one plain tool. Run as a module, it is served by pydantic-acp."""
+"""The pydantic-ai agent both adapters serve in ``benchmarks/adapters.py`` and
+``benchmarks/adapter_defects.py``: the fake model (ACP_FAKE_BASE_URL), a plain tool and one
+that needs approval. Run as a module, it is served by pydantic-acp."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ agent = Agent(model, name="bench", instructions="You are a careful assistant.")
 def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
+
+
+@agent.tool_plain(requires_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (pretends to)."""
+    return f"deleted {path}"
 
 
 if __name__ == "__main__":
