@@ -48,6 +48,7 @@ ENV = {
     "model": "ACP_AGENT_MODEL",
     "unstable": "ACP_AGENT_UNSTABLE",
     "no_check": "ACP_AGENT_NO_CHECK",
+    "agent": "ACP_AGENT_AGENT",
 }
 
 DESCRIPTION = """\
@@ -193,6 +194,13 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
         help="do not ask the model endpoint, before serving, whether it answers and lists "
         "the model [env ACP_AGENT_NO_CHECK=1]",
     )
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:OBJECT",
+        default=_env("agent"),
+        help="serve this agent: one of ours, or a pydantic-ai, LangGraph or OpenAI Agents "
+        "SDK agent (see docs/adapters.md) [env ACP_AGENT_AGENT]",
+    )
     if with_llm:
         from .llm import add_arguments
 
@@ -333,12 +341,20 @@ def fail(message: str) -> NoReturn:
 
 
 def build_agent(args: argparse.Namespace, *, require_key: bool = True, check: bool = True) -> Any:
-    """The agent to serve: the LLM agent when a model is configured, else the reference.
+    """The agent to serve: the one ``--agent`` names, else the LLM agent when a model is
+    configured, else the reference agent.
 
     The model's configuration is refused in one line when it cannot work: no API key for
     a hosted endpoint (unless ``require_key`` is False: the agent then asks its client to
     log in), and, before serving (``check``, unless ``--no-check``), an endpoint that does
     not answer or does not list the model."""
+    if args.agent:
+        from .adapters import LoadError, load
+
+        try:
+            return load(args.agent)
+        except LoadError as exc:
+            fail(str(exc))
     if args.model:
         # Hook: the language-model agent lives in acp_agent.llm (its own package).
         try:
