@@ -1,0 +1,271 @@
+"""The LangGraph and OpenAI Agents SDK adapters end to end: the real framework packages on
+the project's fake OpenAI-compatible endpoint, served by a real ``acp-agent-kit --agent``
+subprocess, driven over its pipes by the wire client.
+
+Each test runs for both adapters, on the agents of ``lg_agent.py`` (a LangChain
+``create_agent`` graph compiled without a checkpointer, approval by the human-in-the-loop
+middleware) and ``oa_agent.py`` (an Agents SDK agent on Chat Completions, approval by
+``needs_approval``), each with one plain tool (``read_file``) and one that needs approval
+(``run_command``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+pytest.importorskip("agents")
+
+from acp_agent.llm.fake_server import FakeModelServer
+from tests.helpers.wire_client import (
+    ROOT,
+    Message,
+    ProcessClient,
+    Turn,
+    child_env,
+    spawn,
+)
+
+pytestmark = pytest.mark.anyio
+
+AGENTS = {
+    "langgraph": "tests.adapters.lg_agent:agent",
+    "openai-agents": "tests.adapters.oa_agent:served",
+}
+SLOW = 30.0  # a first turn imports the framework
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # the test's side; the agent process picks its own loop
+
+
+@pytest.fixture(params=sorted(AGENTS))
+def spec(request: pytest.FixtureRequest) -> str:
+    return AGENTS[str(request.param)]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer.running() as server:
+        yield server
+
+
+@asynccontextmanager
+async def served(
+    spec: str, fake: FakeModelServer, store: str = "memory", *extra: str
+) -> AsyncIterator[ProcessClient]:
+    command = [sys.executable, "-m", "acp_agent", "--store", store, *extra, "--agent", spec]
+    async with spawn(command, env={"ACP_TEST_BASE_URL": fake.base_url}) as client:
+        await client.initialize()
+        yield client
+
+
+async def new_session(client: ProcessClient, cwd: Path) -> str:
+    result, _ = await client.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+    return str(result["sessionId"])
+
+
+def answering(option: str | None) -> Callable[[Message], Awaitable[Any]]:
+    """A permission handler that picks ``option`` (None: dismisses the request)."""
+
+    async def answer(request: Message) -> Any:
+        assert request["method"] == "session/request_permission", request
+        if option is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": option}}
+
+    return answer
+
+
+def calls(turn: Turn) -> dict[str, list[Message]]:
+    """The turn's tool call updates, by tool call id, in order."""
+    out: dict[str, list[Message]] = {}
+    for update in turn.updates:
+        if update["sessionUpdate"] in ("tool_call", "tool_call_update"):
+            out.setdefault(update["toolCallId"], []).append(update)
+    return out
+
+
+def statuses(updates: list[Message]) -> list[str]:
+    return [u["status"] for u in updates if "status" in u]
+
+
+def text(updates: list[Message]) -> str:
+    """The text content of a tool call's updates."""
+    return "".join(
+        item["content"]["text"]
+        for update in updates
+        for item in update.get("content") or ()
+        if item.get("type") == "content"
+    )
+
+
+# ----------------------------------------------------------------------------- fidelity
+
+
+async def test_text_streams_in_the_chunks_the_model_sent(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:chunked", timeout=SLOW)
+    assert turn.stop_reason == "end_turn"
+    chunks = turn.texts()
+    assert "".join(chunks) == "Streaming in many small pieces: naïve café ✓ done."
+    assert len(chunks) > 5
+    assert turn.kinds() == ["agent_message_chunk"] * len(chunks)  # nothing else said
+
+
+async def test_a_plain_tool_goes_pending_running_completed_with_its_output(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:parallel", timeout=SLOW)
+    assert turn.stop_reason == "end_turn"
+    assert turn.requests == []
+    by_call = calls(turn)
+    assert len(by_call) == 2
+    for updates, path in zip(by_call.values(), ["a.txt", "b.txt"], strict=True):
+        first = updates[0]
+        assert first["sessionUpdate"] == "tool_call"
+        assert (first["name"], first["kind"], first["status"]) == ("read_file", "read", "pending")
+        assert statuses(updates) == ["pending", "in_progress", "completed"]
+        assert {"path": path} in [u.get("rawInput") for u in updates]
+        assert text(updates) == f"contents of {path}"
+    assert turn.texts()[-1] == "Both files read: contents of a.txt | contents of b.txt"
+
+
+async def test_usage_is_on_the_result_with_unstable(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake, "memory", "--unstable") as client:
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:parallel", timeout=SLOW)
+    usage = turn.response["result"]["usage"]
+    assert usage["inputTokens"] > 0 and usage["outputTokens"] == 14  # two requests, 7 each
+    assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"]
+
+
+# ----------------------------------------------------------------------------- approval
+
+
+@pytest.mark.parametrize("option", ["allow_once", "reject_once"])
+async def test_approval_is_asked_on_the_streamed_call_before_it_runs(
+    spec: str, option: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        client.on_request = answering(option)
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:run echo hi", timeout=SLOW)
+    assert turn.stop_reason == "end_turn"
+    [request] = turn.requests
+    [(call_id, updates)] = calls(turn).items()
+    assert request["params"]["toolCall"]["toolCallId"] == call_id
+    assert (updates[0]["name"], updates[0]["kind"]) == ("run_command", "execute")
+    said = turn.texts()[-1]
+    if option == "allow_once":
+        assert statuses(updates) == ["pending", "in_progress", "completed"]
+        assert text(updates) == "ran echo hi"
+        assert said == "The command said: ran echo hi"
+    else:
+        assert statuses(updates) == ["pending", "failed"]  # it never ran
+        assert "ran echo hi" not in said
+
+
+async def test_a_dismissed_approval_cancels_the_turn_and_keeps_history_valid(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        client.on_request = answering(None)
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:run echo hi", timeout=SLOW)
+        assert turn.stop_reason == "cancelled"
+        [(_, updates)] = calls(turn).items()
+        assert statuses(updates) == ["pending", "failed"]
+        assert "ran echo hi" not in str(turn.updates)
+        after = await client.prompt(sid, "fake:echo", timeout=SLOW)
+    assert after.stop_reason == "end_turn"
+    assert fake.script.id_errors == []
+    # the model's call got a result before the next user message: no dangling call
+    roles = [m["role"] for m in fake.requests[-1]["messages"] if m["role"] != "system"]
+    assert roles == ["user", "assistant", "tool", "user"]
+
+
+# ----------------------------------------------------------------------------- cancel
+
+
+async def test_cancel_ends_the_turn_cancelled_and_the_next_one_runs(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        sid = await new_session(client, tmp_path)
+        request_id = await client.start_prompt(sid, "fake:slow")
+        await client.expect(
+            lambda m: (
+                m.get("method") == "session/update"
+                and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            ),
+            timeout=SLOW,
+        )
+        cancelled = await client.cancel(sid, request_id)
+        assert cancelled.stop_reason == "cancelled"
+        after = await client.prompt(sid, "fake:cold", timeout=SLOW)
+    assert after.stop_reason == "end_turn"
+    assert after.texts() == ["Hello from the fake model."]
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+async def test_a_new_process_loads_the_session_and_the_model_remembers(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    store = str(tmp_path / "sessions.db")
+    async with served(spec, fake, store) as client:
+        client.on_request = answering("allow_always")
+        sid = await new_session(client, tmp_path)
+        first = await client.prompt(sid, "my word is zebra fake:cold", timeout=SLOW)
+        assert first.stop_reason == "end_turn"
+        ran = await client.prompt(sid, "fake:run echo one", timeout=SLOW)
+        assert len(ran.requests) == 1
+    async with served(spec, fake, store) as client:
+        client.on_request = answering(None)  # asking again would dismiss: a failure
+        _, replay = await client.call(
+            "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+        )
+        assert any(u["params"]["update"].get("toolCallId") for u in replay)
+        again = await client.prompt(sid, "fake:run echo two", timeout=SLOW)
+        assert again.requests == []  # "always allow" was remembered with the session
+        assert again.texts()[-1] == "The command said: ran echo two"
+        echo = await client.prompt(sid, "fake:echo", timeout=SLOW)
+    sent = fake.requests[-1]["messages"]
+    users = [m["content"] for m in sent if m["role"] == "user"]
+    said = ["my word is zebra fake:cold", "fake:run echo one", "fake:run echo two", "fake:echo"]
+    assert users == said
+    assert echo.texts()[-1].startswith("roles: ")
+    assert fake.script.id_errors == []
+
+
+# ----------------------------------------------------------------------------- cold start
+
+
+def test_importing_the_adapters_imports_no_framework() -> None:
+    code = (
+        "import sys, acp_agent.adapters.langgraph, acp_agent.adapters.openai_agents;"
+        "print(sorted({m.split('.')[0] for m in sys.modules}"
+        " & {'langgraph', 'langchain', 'langchain_core', 'agents', 'openai'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
