@@ -1,15 +1,26 @@
-"""A LangChain ``create_agent`` agent for the LangGraph adapter's tests: one plain tool, one
-that needs approval (the human-in-the-loop middleware), no checkpointer, on the fake
-endpoint named by ``ACP_TEST_BASE_URL``."""
+"""LangChain ``create_agent`` agents for the LangGraph adapter's tests, on the fake endpoint
+named by ``ACP_TEST_BASE_URL``, compiled without a checkpointer.
+
+``agent`` has one plain tool and one that needs approval; ``ACP_TEST_APPROVAL`` says how it
+asks: the human-in-the-loop middleware ``batched`` (the default) or ``per_call``, or
+``interrupt``: the tool calls LangGraph's ``interrupt()`` itself. ``planner`` keeps a todo
+list (langchain's ``write_todos``); ``thinker`` answers with a reasoning block.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langchain.agents.middleware import HumanInTheLoopMiddleware, TodoListMiddleware
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
+from langgraph.types import interrupt
+
+APPROVAL = os.environ.get("ACP_TEST_APPROVAL", "batched")
 
 
 @tool
@@ -21,6 +32,10 @@ def read_file(path: str) -> str:
 @tool
 def run_command(command: str) -> str:
     """Run a shell command."""
+    if APPROVAL == "interrupt":
+        answer: Any = interrupt({"description": f"Run {command}?"})
+        if answer.get("type") != "approve":
+            return "The user rejected running it."
     return f"ran {command}"
 
 
@@ -34,8 +49,24 @@ model = ChatOpenAI(
     stream_usage=True,
     max_retries=0,
 )
-approval = HumanInTheLoopMiddleware(
-    interrupt_on={"run_command": {"allowed_decisions": ["approve", "reject"]}},
-    interrupt_mode=os.environ.get("ACP_TEST_HITL_MODE", "batched"),  # type: ignore[arg-type]
+middleware = (
+    []
+    if APPROVAL == "interrupt"
+    else [
+        HumanInTheLoopMiddleware(
+            interrupt_on={"run_command": {"allowed_decisions": ["approve", "reject"]}},
+            interrupt_mode=APPROVAL,  # type: ignore[arg-type]
+        )
+    ]
 )
-agent = create_agent(model, [read_file, run_command], middleware=[approval])
+agent = create_agent(model, [read_file, run_command], middleware=middleware)
+
+planner = create_agent(model, [read_file], middleware=[TodoListMiddleware()])
+
+thought = AIMessage(
+    content=[
+        {"type": "reasoning", "reasoning": "The user greets me."},
+        {"type": "text", "text": "Hello!"},
+    ]
+)
+thinker = create_agent(FakeMessagesListChatModel(responses=[thought]), [])
