@@ -46,6 +46,7 @@ SCENARIOS: Final = {
     "mcp": "calls the first tool named *__add with {a: 2, b: 3}, then reports the result",
     "json": "answers one JSON document instead of a stream",
     "echo": "answers with the roles of the conversation it received",
+    "call": "calls a tool with key=value or JSON arguments (fake:call add a=2 b=3), then reports",
 }
 
 
@@ -235,6 +236,21 @@ def _scripted_agent(conv: Conversation, words: list[str]) -> Reply:
     if chosen is None:
         return Reply(events=text_events("The directory has no files I could edit."))
     return _file_loop(chosen, results, 1)
+
+
+def _call_tool(words: list[str], results: list[str]) -> Reply:
+    """``fake:call TOOL k=v ...``: one call (integer values as numbers), then the result."""
+    if results:
+        return Reply(events=text_events(f"The tool said: {results[-1].strip()}", 2))
+    if not words:
+        return Reply(events=text_events("Which tool? Say fake:call TOOL key=value ..."))
+    if len(words) > 1 and words[1].startswith("{"):  # fake:call TOOL {"json": ...}
+        return Reply(events=tool_events([(words[0], orjson.loads(" ".join(words[1:])))]))
+    args: JSON = {}
+    for word in words[1:]:
+        key, _, value = word.partition("=")
+        args[key] = int(value) if value.lstrip("-").isdigit() else value
+    return Reply(events=tool_events([(words[0], args)], f"Calling {words[0]}."))
 
 
 def _bad_request(message: str, code: str) -> Reply:
@@ -433,6 +449,8 @@ class Script:
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 }
             )
+        if name == "call":
+            return _call_tool(words, conv.results)
         if name == "echo":
             roles = ",".join(str(m.get("role")) for m in conv.messages)
             return Reply(events=text_events(f"roles: {roles}"))

@@ -63,5 +63,3 @@ def text(updates: list[Message]) -> str:
         for item in update.get("content") or ()
         if item.get("type") == "content"
     )
-
-

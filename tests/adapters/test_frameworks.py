@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -34,6 +31,8 @@ AGENTS = {
     "langgraph": "tests.adapters.lg_agent:agent",
     "openai-agents": "tests.adapters.oa_agent:served",
 }
+
+
 @pytest.fixture(params=sorted(AGENTS))
 def spec(request: pytest.FixtureRequest) -> str:
     return AGENTS[str(request.param)]
