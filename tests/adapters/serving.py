@@ -17,10 +17,15 @@ SLOW = 30.0  # a first turn imports the framework
 
 @asynccontextmanager
 async def served(
-    spec: str, fake: FakeModelServer, store: str = "memory", *extra: str
+    spec: str,
+    fake: FakeModelServer,
+    store: str = "memory",
+    *extra: str,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[ProcessClient]:
+    """``acp-agent-kit --agent SPEC`` on ``fake``, initialized."""
     command = [sys.executable, "-m", "acp_agent", "--store", store, *extra, "--agent", spec]
-    async with spawn(command, env={"ACP_TEST_BASE_URL": fake.base_url}) as client:
+    async with spawn(command, env={"ACP_TEST_BASE_URL": fake.base_url, **(env or {})}) as client:
         await client.initialize()
         yield client
 
