@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, Final
 from ..agent import Agent, PromptTurn, StopReason
 from ..client import ToolKind
 from ..session import Session
-from .openai_based import prompt_text, require_asyncio, serve_turn
-from .turns import AdapterTurn, declared_kind, saved
+from .openai_based import locations, prompt_text, require_asyncio, serve_turn
+from .turns import PATH_KEY, AdapterTurn, declared_kind, saved
 
 if TYPE_CHECKING:
     from ._langgraph_runtime import SessionCheckpointer
@@ -77,6 +77,8 @@ class LangGraphAgent(Agent):
         self._graph: Any = None
         self._saver: SessionCheckpointer | None = None
         self._tool_kinds: dict[str, ToolKind] = {}
+        #: tool name -> the argument holding the path its calls touch (``acp_path``)
+        self._tool_paths: dict[str, str] = {}
 
     def _ready(self) -> tuple[Any, SessionCheckpointer]:
         """The graph on our checkpointer (made at the first turn: imports LangGraph)."""
@@ -87,7 +89,10 @@ class LangGraphAgent(Agent):
             self._graph = self.graph_given.copy(update={"checkpointer": self._saver})
             for node in self.graph_given.nodes.values():
                 for tool_name, tool in (getattr(node.bound, "tools_by_name", None) or {}).items():
-                    self._tool_kinds[tool_name] = declared_kind(getattr(tool, "metadata", None))
+                    metadata = getattr(tool, "metadata", None) or {}
+                    self._tool_kinds[tool_name] = declared_kind(metadata)
+                    if isinstance(metadata.get(PATH_KEY), str):
+                        self._tool_paths[tool_name] = metadata[PATH_KEY]
             self._tool_kinds.update(self.kinds)
         return self._graph, self._saver
 
@@ -217,7 +222,12 @@ class _GraphRun:
     async def announce(self, call_id: str, name: str, raw_input: Any = None) -> None:
         self.names[call_id] = name
         kind = self.agent._tool_kinds.get(name, "other")
-        await self.adapter.calls.announce(call_id, name, kind=kind, raw_input=raw_input)
+        await self.adapter.calls.announce(
+            call_id, name, kind=kind, raw_input=raw_input, locations=self.locations(name, raw_input)
+        )
+
+    def locations(self, name: str, args: Any) -> list[dict[str, str]] | None:
+        return locations(self.adapter.session, args, self.agent._tool_paths.get(name))
 
     async def on_complete(self, message: Any) -> None:
         """A model message in full (a node's output): its tool calls' final arguments."""
@@ -235,7 +245,8 @@ class _GraphRun:
             if known is None:
                 await self.announce(call_id, name, call.get("args"))
             elif known.status == "pending":
-                await known.update(raw_input=call.get("args"))
+                args = call.get("args")
+                await known.update(raw_input=args, locations=self.locations(name, args))
 
     async def on_tool_result(self, message: Any) -> None:
         call_id = str(getattr(message, "tool_call_id", ""))

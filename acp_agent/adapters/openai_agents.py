@@ -6,9 +6,10 @@ Owns :class:`OpenAIAgentsAgent`, :class:`StoredSession` and the translation of o
 * raw response events: output text deltas become message chunks and reasoning deltas
   thought chunks as the model streams them; a function call is announced ``pending`` when
   its output item is added (with the tool's ``name`` and the kind the adapter's ``kinds``
-  declares for it: the SDK's tools carry no metadata), its final arguments follow when the
-  item is done; each completed response's usage is counted for the prompt result (and a
-  ``usage_update`` when ``context_window`` is given);
+  declares for it: the SDK's tools carry no metadata), its final arguments (and, by
+  ``paths``, its locations) follow when the item is done; each completed response's usage
+  is counted for the prompt result (and a ``usage_update`` when ``context_window`` is
+  given);
 * run hooks: a call goes ``in_progress`` when the tool really starts (after any approval);
   run items: its output (``tool_output``) ends it ``completed``, or ``failed`` when the
   person rejected it;
@@ -33,7 +34,7 @@ import orjson
 from ..agent import Agent, PromptTurn, StopReason
 from ..client import ToolKind
 from ..session import Session
-from .openai_based import prompt_text, require_asyncio, serve_turn
+from .openai_based import locations, prompt_text, require_asyncio, serve_turn
 from .turns import AdapterTurn, saved
 
 JSON = dict[str, Any]
@@ -123,7 +124,8 @@ def _plain(value: Any) -> Any:
 class OpenAIAgentsAgent(Agent):
     """An ACP agent running an OpenAI Agents SDK ``Agent``.
 
-    ``kinds`` maps tool names to ACP tool kinds (default ``other``); ``context_window``
+    ``kinds`` maps tool names to ACP tool kinds (default ``other``), ``paths`` tool names to
+    the argument holding the path their calls touch (their ``locations``); ``context_window``
     (tokens), when given, enables ``usage_update``; ``max_turns`` bounds the model requests
     of one prompt (then the turn ends ``max_turn_requests``).
     """
@@ -136,11 +138,13 @@ class OpenAIAgentsAgent(Agent):
         *,
         name: str | None = None,
         kinds: Mapping[str, ToolKind] | None = None,
+        paths: Mapping[str, str] | None = None,
         context_window: int | None = None,
         max_turns: int = 10,
     ) -> None:
         self.agent = agent
         self.kinds = dict(kinds or {})
+        self.paths = dict(paths or {})
         self.context_window = context_window
         self.max_turns = max_turns
         if name is not None:
@@ -261,7 +265,9 @@ class _AgentsRun:
             if getattr(item, "type", None) == "function_call":
                 call = self.adapter.calls.get(str(item.call_id))
                 if call is not None and call.status == "pending":
-                    await call.update(raw_input=_arguments(item.arguments))
+                    args = _arguments(item.arguments)
+                    where = locations(self.adapter.session, args, self.owner.paths.get(item.name))
+                    await call.update(raw_input=args, locations=where)
         elif kind == "response.completed":
             await self.count_usage(getattr(data.response, "usage", None))
 

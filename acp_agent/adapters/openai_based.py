@@ -6,8 +6,8 @@ both reach the model with the ``openai`` package and both need an asyncio loop. 
 ``failed``, a failed model request becomes the adapters' one model error
 :class:`~acp_agent.adapters.turns.ModelFailed`, the framework's memory is saved on every
 way out), :func:`prompt_text` (the prompt as the text both give their model),
-:func:`model_failure` and :func:`require_asyncio`. It never imports ``openai``: an
-exception of it can only exist once a framework has imported it.
+:func:`locations`, :func:`model_failure` and :func:`require_asyncio`. It never imports
+``openai``: an exception of it can only exist once a framework has imported it.
 """
 
 from __future__ import annotations
@@ -21,9 +21,17 @@ import anyio
 from .._loop import running_asyncio_loop
 from ..agent import StopReason
 from ..errors import InternalError
+from ..session import Session
 from .turns import AdapterTurn, ModelFailed, unwinding
 
-__all__ = ["CANCELLED", "model_failure", "prompt_text", "require_asyncio", "serve_turn"]
+__all__ = [
+    "CANCELLED",
+    "locations",
+    "model_failure",
+    "prompt_text",
+    "require_asyncio",
+    "serve_turn",
+]
 
 #: the content of a tool call a cancelled turn ends (v1 has no ``cancelled`` status)
 CANCELLED: Final = "Cancelled."
@@ -87,3 +95,12 @@ def prompt_text(blocks: Sequence[Mapping[str, Any]]) -> str:
             if isinstance(resource, Mapping) and "text" in resource:
                 lines.append(f"{resource.get('uri')}\n{resource['text']}")
     return "\n".join(lines)
+
+
+def locations(session: Session, args: Any, argument: str | None) -> list[dict[str, str]] | None:
+    """The call's ``locations``: the path in its ``argument`` (the tool's ``acp_path``),
+    made absolute against the session's cwd; None without one."""
+    path = args.get(argument) if argument and isinstance(args, Mapping) else None
+    if not isinstance(path, str) or "\0" in path:
+        return None
+    return [{"path": session.resolve_path(path)}]

@@ -39,7 +39,7 @@ def run_command(command: str) -> str:
     return f"ran {command}"
 
 
-read_file.metadata = {"acp_kind": "read"}
+read_file.metadata = {"acp_kind": "read", "acp_path": "path"}
 run_command.metadata = {"acp_kind": "execute"}
 
 model = ChatOpenAI(

@@ -45,4 +45,6 @@ agent = Agent(
     tools=[read_file, run_command],
 )
 #: the same agent with its tools' kinds declared
-served = OpenAIAgentsAgent(agent, kinds={"read_file": "read", "run_command": "execute"})
+served = OpenAIAgentsAgent(
+    agent, kinds={"read_file": "read", "run_command": "execute"}, paths={"read_file": "path"}
+)

@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from acp_agent.llm.fake_server import FakeModelServer
-from tests.helpers.wire_client import Message, ProcessClient, Turn, spawn
+from tests.helpers.wire_client import (
+    FULL_CAPS,
+    Message,
+    ProcessClient,
+    Turn,
+    is_response,
+    spawn,
+)
 
 SLOW = 30.0  # a first turn imports the framework
 
@@ -26,7 +33,11 @@ async def served(
     """``acp-agent-kit --agent SPEC`` on ``fake``, initialized."""
     command = [sys.executable, "-m", "acp_agent", "--store", store, *extra, "--agent", spec]
     async with spawn(command, env={"ACP_TEST_BASE_URL": fake.base_url, **(env or {})}) as client:
-        await client.initialize()
+        # the agent's module imports its framework before it answers: seconds on a busy machine
+        request_id = await client.request(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": FULL_CAPS}
+        )
+        await client.expect(lambda m: is_response(m, request_id), timeout=SLOW)
         yield client
 
 

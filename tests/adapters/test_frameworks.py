@@ -70,6 +70,7 @@ async def test_a_plain_tool_goes_pending_running_completed_with_its_output(
         assert (first["name"], first["kind"], first["status"]) == ("read_file", "read", "pending")
         assert statuses(updates) == ["pending", "in_progress", "completed"]
         assert {"path": path} in [u.get("rawInput") for u in updates]
+        assert [{"path": str(tmp_path / path)}] in [u.get("locations") for u in updates]
         assert text(updates) == f"contents of {path}"
     assert turn.texts()[-1] == "Both files read: contents of a.txt | contents of b.txt"
 
