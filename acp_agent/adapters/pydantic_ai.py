@@ -18,6 +18,8 @@ Each prompt turn is one pydantic-ai run, driven node by node (``Agent.iter``):
   unanswered tool call closed by a return saying it did not run, so the model's history
   stays valid; the next turn, here or after ``session/load`` in another process, starts
   from every turn's saved messages;
+* a tool declared a plan tool (``metadata={"acp_plan": True}``) also sends its ``entries``
+  as the session's ``plan``; ``commands=`` are advertised, their text goes to the model;
 * a failed model request is one :class:`~acp_agent.adapters.turns.ModelFailed` error
   (its reason, its HTTP status) and saves nothing; usage counts into the prompt result and,
   when the context window is known, is sent as ``usage_update``.
@@ -38,12 +40,21 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import anyio
 
-from ..agent import Agent, ConfigOption, PromptCapabilities, PromptTurn, StopReason
+from ..agent import Agent, Command, ConfigOption, PromptCapabilities, PromptTurn, StopReason
 from ..client import ToolKind, ToolStatus
 from ..errors import AcpError
 from ..session import Session
 from . import editor
-from .turns import PATH_KEY, AdapterTurn, ModelFailed, declared_kind, saved, unwinding
+from .turns import (
+    PATH_KEY,
+    PLAN_KEY,
+    AdapterTurn,
+    ModelFailed,
+    declared_kind,
+    plan_entries,
+    saved,
+    unwinding,
+)
 
 if TYPE_CHECKING:
     from pydantic_ai.agent import AbstractAgent
@@ -81,7 +92,8 @@ class PydanticAIAgent(Agent):
 
     ``models``: more models to offer as the ``model`` config option (the agent's own model
     is the default); ``context_window``: the model's window in tokens, to send
-    ``usage_update`` (unknown: none is sent).
+    ``usage_update`` (unknown: none is sent); ``deps``: the run's dependencies;
+    ``commands``: slash commands to advertise (their text goes to the model as typed).
     """
 
     name = "pydantic-ai"
@@ -94,14 +106,19 @@ class PydanticAIAgent(Agent):
         models: Sequence[Model | str] = (),
         context_window: int | None = None,
         deps: Any = None,
+        commands: Sequence[Command] = (),
     ) -> None:
         self.agent = agent
+        self._commands = list(commands)
         self.deps = deps
         self.context_window = context_window
         own = agent.model
         choices = [own] if own is not None else []
         choices += [m for m in models if _model_name(m) not in {_model_name(c) for c in choices}]
         self.models: dict[str, Model | str] = {_model_name(m): m for m in choices}
+
+    def commands(self, session: Session) -> Sequence[Command]:
+        return self._commands
 
     def config_options(self, session: Session) -> Sequence[ConfigOption]:
         if len(self.models) < 2:
@@ -235,6 +252,10 @@ class _Run:
             # the complete arguments; a call waiting for approval stays pending
             runs = event.args_valid is not None and not self._needs_approval(part.tool_name)
             await self._describe(part, status="in_progress" if runs else None)
+            metadata = self._metadata(part.tool_name)
+            entries = plan_entries(_args(part)) if metadata and metadata.get(PLAN_KEY) else None
+            if runs and entries is not None:
+                await self.client.plan(entries)
         elif isinstance(event, FunctionToolResultEvent):
             result = event.part
             failed = getattr(result, "outcome", "success") != "success"

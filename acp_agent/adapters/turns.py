@@ -9,6 +9,8 @@ Owns, framework-neutral:
   (``pending``), then ``in_progress``, then ``completed``/``failed`` with its output as text
   ``content`` (and ``rawOutput``), the tool's ``name`` and the kind its declaration gives
   (:func:`declared_kind`; ``other`` when it declares none, never guessed from the name);
+  a tool declared a plan tool (:data:`PLAN_KEY`) also sends its entries as the ``plan``
+  (:func:`plan_entries`);
 * :class:`Approvals`: ``session/request_permission`` on the streamed call's own id, with
   "always" choices remembered per tool for the session;
 * what a turn saves with the session (:func:`saved`, :meth:`AdapterTurn.save`): one
@@ -39,6 +41,8 @@ from ..session import Session
 KIND_KEY: Final = "acp_kind"
 #: the tool metadata key naming the argument that holds the file path a call touches
 PATH_KEY: Final = "acp_path"
+#: the tool metadata key marking a plan tool: its ``entries`` argument is the whole plan
+PLAN_KEY: Final = "acp_plan"
 #: how long a cancelled turn may take to tell the client its open tool calls failed
 CLOSE_GRACE: Final = 2.0
 
@@ -58,6 +62,32 @@ def declared_kind(metadata: Mapping[str, Any] | None) -> ToolKind:
     """The tool kind a tool's metadata declares under :data:`KIND_KEY`, else ``other``."""
     kind = metadata.get(KIND_KEY) if metadata else None
     return kind if isinstance(kind, str) and kind in KINDS else "other"  # type: ignore[return-value]
+
+
+def plan_entries(args: Mapping[str, Any]) -> list[dict[str, str]] | None:
+    """A plan tool's ``entries`` argument as ACP plan entries (``content``, ``priority``
+    default ``medium``, ``status`` default ``pending``); None if it holds none."""
+    entries = args.get("entries")
+    if not isinstance(entries, list):
+        return None
+    out: list[dict[str, str]] = []
+    for entry in entries:
+        if isinstance(entry, str):
+            entry = {"content": entry}
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("content"), str):
+            return None
+        priority = entry.get("priority")
+        status = entry.get("status")
+        out.append(
+            {
+                "content": entry["content"],
+                "priority": priority if priority in ("high", "medium", "low") else "medium",
+                "status": status
+                if status in ("pending", "in_progress", "completed")
+                else "pending",
+            }
+        )
+    return out
 
 
 class ModelFailed(InternalError):

@@ -366,6 +366,12 @@ class Script:
         ):
             return _summary(conv.messages[1:])
         name, words = conv.scenario(header)
+        if not name:
+            from .fake_commands import command_reply
+
+            answer = command_reply(conv.last_user, conv.results)
+            if answer is not None:
+                return answer
         key = f"{name}:{conv.last_user}:{len(conv.messages)}"
         if name == "":
             return _scripted_agent(conv, words)

@@ -29,9 +29,14 @@ async def fake() -> AsyncIterator[FakeModelServer]:
 
 @asynccontextmanager
 async def agent(
-    fake: FakeModelServer, store: Path, *, unstable: bool = False, caps: Message | None = None
+    fake: FakeModelServer,
+    store: Path,
+    *,
+    unstable: bool = False,
+    caps: Message | None = None,
+    spec: str = AGENT,
 ) -> AsyncIterator[ProcessClient]:
-    command = [sys.executable, "-m", "acp_agent", "--store", str(store), "--agent", AGENT]
+    command = [sys.executable, "-m", "acp_agent", "--store", str(store), "--agent", spec]
     if unstable:
         command.append("--unstable")
     async with spawn(command, env={"ACP_FAKE_BASE_URL": fake.base_url}) as client:
@@ -242,3 +247,23 @@ async def test_editor_tools_use_the_client_and_stay_in_the_roots(
         await client.prompt(session, "fake:echo")
         offered = {t["function"]["name"] for t in fake.requests[-1]["tools"]}
         assert offered == {"add", "delete_file"}
+
+
+async def test_commands_plans_and_the_acp_client_from_a_tool(
+    fake: FakeModelServer, tmp_path: Path
+) -> None:
+    caps = {**FULL_CAPS, "session": {"notices": {}}}
+    spec = "tests.adapters.example_pydantic:served"
+    async with agent(fake, tmp_path / "s.db", caps=caps, spec=spec) as client:
+        await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        advertised, _ = await client.expect(lambda m: m.get("method") == "session/update")
+        names = [c["name"] for c in advertised["params"]["update"]["availableCommands"]]
+        assert "plan" in names and "tools" in names
+        session = advertised["params"]["sessionId"]
+        turn = await client.prompt(session, "/plan 3")
+        [plan] = [u for u in turn.updates if u["sessionUpdate"] == "plan"]
+        assert [e["content"] for e in plan["entries"]] == ["step 1", "step 2", "step 3"]
+        assert {e["priority"] for e in plan["entries"]} == {"medium"}
+        turn = await client.prompt(session, "/notice warning disk almost full")
+        [notice] = [u for u in turn.updates if u["sessionUpdate"] == "notice"]
+        assert (notice["severity"], notice["title"]) == ("warning", "disk almost full")
