@@ -4,8 +4,9 @@ Owns :class:`SessionCheckpointer`, a LangGraph checkpointer that keeps each thre
 latest checkpoint (per namespace) and its pending writes in memory and exports them as
 plain JSON, so that the adapter can store a session's graph state beside its ACP
 transcript and restore it in another process; :class:`ToolStarts`, the callback
-handler that tells the adapter when a tool really starts running; and the few message
-constructors the adapter needs.
+handler that tells the adapter when a tool really starts running; the few message
+constructors the adapter needs; and :func:`editor_tools`, the client's editor as LangChain
+tools (asking with ``interrupt()`` before writing or running).
 
 Only :mod:`acp_agent.adapters.langgraph` imports this module, and only when a graph is
 first served, so that importing the adapter does not import LangGraph.
@@ -19,11 +20,12 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, InjectedToolCallId, ToolException, tool
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
     BaseCheckpointSaver,
@@ -38,7 +40,13 @@ from langgraph.checkpoint.base import (
 JSON = dict[str, Any]
 Typed = tuple[str, bytes]
 
-__all__ = ["SessionCheckpointer", "ToolStarts", "cancelled_result", "user_message"]
+__all__ = [
+    "SessionCheckpointer",
+    "ToolStarts",
+    "cancelled_result",
+    "editor_tools",
+    "user_message",
+]
 
 
 def _pack(typed: Typed) -> list[str]:
@@ -287,3 +295,55 @@ def cancelled_result(call: JSON) -> ToolMessage:
         name=call.get("name"),
         status="error",
     )
+
+
+def editor_tools(*, approve_writes: bool, approve_commands: bool) -> list[BaseTool]:
+    """The client's editor (:mod:`acp_agent.adapters.editor`) as LangChain tools."""
+    from langgraph.types import interrupt
+
+    from . import editor
+    from .turns import KIND_KEY, PATH_KEY, current_turn
+
+    def approved(description: str) -> None:
+        answer = interrupt({"description": description})
+        if not isinstance(answer, dict) or answer.get("type") != "approve":
+            raise ToolException("The user rejected this tool call; it did not run.")
+
+    async def read_file(path: str, line: int | None = None, limit: int | None = None) -> str:
+        """Read a text file of the project (as the editor has it, unsaved changes included):
+        path absolute or relative to the project folder, from 1-based line, at most limit
+        lines."""
+        try:
+            return await editor.read_file(current_turn(), path, line, limit)
+        except editor.EditorError as exc:
+            raise ToolException(str(exc)) from None
+
+    async def write_file(path: str, content: str) -> str:
+        """Write the whole content of a text file of the project (created if missing)."""
+        if approve_writes:
+            approved(f"Write {path}")
+        try:
+            return await editor.write_file(current_turn(), path, content)
+        except editor.EditorError as exc:
+            raise ToolException(str(exc)) from None
+
+    async def run_command(command: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Run a shell command (sh -c) in the project folder; its exit status and output."""
+        if approve_commands:
+            approved(f"Run {command}")
+        try:
+            return await editor.run_command(current_turn(), command, tool_call_id=tool_call_id)
+        except editor.EditorError as exc:
+            raise ToolException(str(exc)) from None
+
+    tools: list[BaseTool] = []
+    for function, kind, path in (
+        (read_file, "read", "path"),
+        (write_file, "edit", "path"),
+        (run_command, "execute", None),
+    ):
+        made = tool(function)
+        made.handle_tool_error = True
+        made.metadata = {KIND_KEY: kind, PATH_KEY: path} if path else {KIND_KEY: kind}
+        tools.append(made)
+    return tools

@@ -30,21 +30,31 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ..agent import Agent, PromptTurn, StopReason
-from ..client import ToolKind
+from ..agent import Agent, Command, PromptTurn, StopReason
 from ..session import Session
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
-from .turns import PATH_KEY, AdapterTurn, declared_kind, saved
+from .turns import PATH_KEY, PLAN_KEY, AdapterTurn, declared_kind, plan_entries, saved
 
 if TYPE_CHECKING:
     from ._langgraph_runtime import SessionCheckpointer
 
 JSON = dict[str, Any]
 
-__all__ = ["LangGraphAgent", "adapt"]
+__all__ = ["LangGraphAgent", "adapt", "editor_tools"]
 
 #: the node-update key under which LangGraph reports the run's interrupts
 INTERRUPT_KEY: Final = "__interrupt__"
+
+
+def editor_tools(*, approve_writes: bool = True, approve_commands: bool = True) -> list[Any]:
+    """The client's editor as LangChain tools for ``create_agent``: ``read_file``,
+    ``write_file`` and ``run_command`` (``sh -c`` in a client terminal, shown in the tool
+    call). Paths stay inside the session's roots; a tool the client's capabilities do not
+    allow tells the model so. Writing and running ask the person first (an ``interrupt()``)
+    unless told not to."""
+    from ._langgraph_runtime import editor_tools as made
+
+    return list(made(approve_writes=approve_writes, approve_commands=approve_commands))
 
 
 def adapt(graph: Any) -> LangGraphAgent:
@@ -55,8 +65,11 @@ def adapt(graph: Any) -> LangGraphAgent:
 class LangGraphAgent(Agent):
     """An ACP agent running a compiled LangGraph graph whose state has ``messages``.
 
-    ``kinds`` maps tool names to ACP tool kinds for tools whose metadata declares none;
-    ``context_window`` (tokens), when given, enables ``usage_update``.
+    A tool's ``metadata`` declares its ACP kind (``acp_kind``), the argument holding the
+    path its calls touch (``acp_path``) and whether it is a plan tool (``acp_plan``);
+    ``tool_metadata`` adds to it by tool name (for tools the graph does not expose).
+    ``commands`` are advertised as slash commands (their text goes to the model as
+    typed); ``context_window`` (tokens), when given, enables ``usage_update``.
     """
 
     name = "langgraph"
@@ -66,19 +79,20 @@ class LangGraphAgent(Agent):
         graph: Any,
         *,
         name: str | None = None,
-        kinds: Mapping[str, ToolKind] | None = None,
+        tool_metadata: Mapping[str, Mapping[str, Any]] | None = None,
+        commands: Sequence[Command] = (),
         context_window: int | None = None,
     ) -> None:
         self.graph_given = graph
-        self.kinds = dict(kinds or {})
+        self.given_metadata = dict(tool_metadata or {})
+        self.slash_commands = list(commands)
         self.context_window = context_window
         if name is not None:
             self.name = name  # type: ignore[misc]
         self._graph: Any = None
         self._saver: SessionCheckpointer | None = None
-        self._tool_kinds: dict[str, ToolKind] = {}
-        #: tool name -> the argument holding the path its calls touch (``acp_path``)
-        self._tool_paths: dict[str, str] = {}
+        #: tool name -> its metadata (the ``acp_*`` keys are read)
+        self.metadata: dict[str, Mapping[str, Any]] = {}
 
     def _ready(self) -> tuple[Any, SessionCheckpointer]:
         """The graph on our checkpointer (made at the first turn: imports LangGraph)."""
@@ -89,12 +103,12 @@ class LangGraphAgent(Agent):
             self._graph = self.graph_given.copy(update={"checkpointer": self._saver})
             for node in self.graph_given.nodes.values():
                 for tool_name, tool in (getattr(node.bound, "tools_by_name", None) or {}).items():
-                    metadata = getattr(tool, "metadata", None) or {}
-                    self._tool_kinds[tool_name] = declared_kind(metadata)
-                    if isinstance(metadata.get(PATH_KEY), str):
-                        self._tool_paths[tool_name] = metadata[PATH_KEY]
-            self._tool_kinds.update(self.kinds)
+                    self.metadata[tool_name] = getattr(tool, "metadata", None) or {}
+            self.metadata.update(self.given_metadata)
         return self._graph, self._saver
+
+    def commands(self, session: Session) -> Sequence[Command]:
+        return self.slash_commands
 
     async def close_session(self, session: Session) -> None:
         if self._saver is not None:
@@ -221,13 +235,14 @@ class _GraphRun:
 
     async def announce(self, call_id: str, name: str, raw_input: Any = None) -> None:
         self.names[call_id] = name
-        kind = self.agent._tool_kinds.get(name, "other")
+        kind = declared_kind(self.agent.metadata.get(name))
         await self.adapter.calls.announce(
             call_id, name, kind=kind, raw_input=raw_input, locations=self.locations(name, raw_input)
         )
 
     def locations(self, name: str, args: Any) -> list[dict[str, str]] | None:
-        return locations(self.adapter.session, args, self.agent._tool_paths.get(name))
+        path = (self.agent.metadata.get(name) or {}).get(PATH_KEY)
+        return locations(self.adapter.session, args, path)
 
     async def on_complete(self, message: Any) -> None:
         """A model message in full (a node's output): its tool calls' final arguments."""
@@ -241,6 +256,8 @@ class _GraphRun:
             self.done_messages.add(message_id)
         for call in calls:
             call_id, name = str(call.get("id")), str(call.get("name"))
+            if (self.agent.metadata.get(name) or {}).get(PLAN_KEY):
+                await self.send_plan(call.get("args"))
             known = self.adapter.calls.get(call_id)
             if known is None:
                 await self.announce(call_id, name, call.get("args"))
@@ -266,7 +283,12 @@ class _GraphRun:
                     await self.on_tool_result(message)
             todos = update.get("todos")
             if isinstance(todos, list):
-                await self.client.plan([plan_entry(todo) for todo in todos])
+                await self.send_plan({"entries": todos})
+
+    async def send_plan(self, args: Any) -> None:
+        entries = plan_entries(args) if isinstance(args, Mapping) else None
+        if entries is not None:
+            await self.client.plan(entries)
 
     def on_task(self, data: Mapping[str, Any]) -> None:
         task_id = str(data.get("id"))
@@ -402,13 +424,3 @@ def message_text(message: Any) -> str:
             str(p.get("text", "")) if isinstance(p, Mapping) else str(p) for p in content
         )
     return str(content)
-
-
-def plan_entry(todo: Any) -> JSON:
-    todo = todo if isinstance(todo, Mapping) else {"content": str(todo)}
-    status = todo.get("status")
-    return {
-        "content": str(todo.get("content", "")),
-        "priority": "medium",
-        "status": status if status in ("pending", "in_progress", "completed") else "pending",
-    }

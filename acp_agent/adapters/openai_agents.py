@@ -5,9 +5,10 @@ Owns :class:`OpenAIAgentsAgent`, :class:`StoredSession` and the translation of o
 
 * raw response events: output text deltas become message chunks and reasoning deltas
   thought chunks as the model streams them; a function call is announced ``pending`` when
-  its output item is added (with the tool's ``name`` and the kind the adapter's ``kinds``
-  declares for it: the SDK's tools carry no metadata), its final arguments (and, by
-  ``paths``, its locations) follow when the item is done; each completed response's usage
+  its output item is added, with the tool's ``name`` and the kind its metadata declares
+  (the SDK's tools carry none: the adapter's ``tool_metadata`` gives it, by tool name,
+  with the keys of :mod:`acp_agent.adapters.turns`); its final arguments (and locations,
+  and the plan of a plan tool) follow when the item is done; each completed response's usage
   is counted for the prompt result (and a ``usage_update`` when ``context_window`` is
   given);
 * run hooks: a call goes ``in_progress`` when the tool really starts (after any approval);
@@ -31,18 +32,27 @@ from typing import Any, Final
 
 import orjson
 
-from ..agent import Agent, PromptTurn, StopReason
-from ..client import ToolKind
+from ..agent import Agent, Command, PromptTurn, StopReason
 from ..session import Session
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
-from .turns import AdapterTurn, saved
+from .turns import PATH_KEY, PLAN_KEY, AdapterTurn, declared_kind, plan_entries, saved
 
 JSON = dict[str, Any]
 
-__all__ = ["OpenAIAgentsAgent", "StoredSession", "adapt"]
+__all__ = ["OpenAIAgentsAgent", "StoredSession", "adapt", "editor_tools"]
 
 #: the output a function call left without one by a cut turn gets
 NOT_RUN: Final = "The user cancelled this tool call; it did not run."
+
+
+def editor_tools(*, approve_writes: bool = True, approve_commands: bool = True) -> list[Any]:
+    """The client's editor as Agents SDK function tools: ``read_file``, ``write_file`` and
+    ``run_command`` (``sh -c`` in a client terminal, shown in the tool call), each enabled
+    only when the client's capabilities allow it, paths inside the session's roots, their
+    kinds and paths declared. Writing and running need approval unless told not to."""
+    from ._openai_agents_runtime import editor_tools as made
+
+    return list(made(approve_writes=approve_writes, approve_commands=approve_commands))
 
 
 def adapt(agent: Any) -> OpenAIAgentsAgent:
@@ -124,10 +134,12 @@ def _plain(value: Any) -> Any:
 class OpenAIAgentsAgent(Agent):
     """An ACP agent running an OpenAI Agents SDK ``Agent``.
 
-    ``kinds`` maps tool names to ACP tool kinds (default ``other``), ``paths`` tool names to
-    the argument holding the path their calls touch (their ``locations``); ``context_window``
-    (tokens), when given, enables ``usage_update``; ``max_turns`` bounds the model requests
-    of one prompt (then the turn ends ``max_turn_requests``).
+    ``tool_metadata`` maps tool names to what ``metadata`` declares in other frameworks
+    (``{"acp_kind": "read", "acp_path": "path", "acp_plan": True}``: the kind, the argument
+    holding the path a call touches, a plan tool); ``commands`` are advertised as slash
+    commands (their text goes to the model as typed); ``context_window`` (tokens), when
+    given, enables ``usage_update``; ``max_turns`` bounds the model requests of one prompt
+    (then the turn ends ``max_turn_requests``).
     """
 
     name = "openai-agents"
@@ -137,19 +149,27 @@ class OpenAIAgentsAgent(Agent):
         agent: Any,
         *,
         name: str | None = None,
-        kinds: Mapping[str, ToolKind] | None = None,
-        paths: Mapping[str, str] | None = None,
+        tool_metadata: Mapping[str, Mapping[str, Any]] | None = None,
+        commands: Sequence[Command] = (),
         context_window: int | None = None,
         max_turns: int = 10,
     ) -> None:
         self.agent = agent
-        self.kinds = dict(kinds or {})
-        self.paths = dict(paths or {})
+        self.metadata: dict[str, Mapping[str, Any]] = {
+            str(tool.name): tool.acp_metadata
+            for tool in getattr(agent, "tools", ())
+            if isinstance(getattr(tool, "acp_metadata", None), Mapping)
+        }
+        self.metadata.update(tool_metadata or {})
+        self.slash_commands = list(commands)
         self.context_window = context_window
         self.max_turns = max_turns
         if name is not None:
             self.name = name  # type: ignore[misc]
         self._sessions: dict[str, StoredSession] = {}
+
+    def commands(self, session: Session) -> Sequence[Command]:
+        return self.slash_commands
 
     async def close_session(self, session: Session) -> None:
         self._sessions.pop(session.session_id, None)
@@ -228,7 +248,7 @@ class _AgentsRun:
         call = self.adapter.calls.get(call_id)
         if call is None:
             call = await self.adapter.calls.announce(
-                call_id, name, kind=self.owner.kinds.get(name, "other")
+                call_id, name, kind=declared_kind(self.owner.metadata.get(name))
             )
         return await self.adapter.approvals.ask(self.client, call, name)
 
@@ -258,7 +278,7 @@ class _AgentsRun:
             if getattr(item, "type", None) == "function_call":
                 name = str(item.name)
                 await self.adapter.calls.announce(
-                    str(item.call_id), name, kind=self.owner.kinds.get(name, "other")
+                    str(item.call_id), name, kind=declared_kind(self.owner.metadata.get(name))
                 )
         elif kind == "response.output_item.done":
             item = data.item
@@ -266,8 +286,12 @@ class _AgentsRun:
                 call = self.adapter.calls.get(str(item.call_id))
                 if call is not None and call.status == "pending":
                     args = _arguments(item.arguments)
-                    where = locations(self.adapter.session, args, self.owner.paths.get(item.name))
+                    metadata = self.owner.metadata.get(str(item.name)) or {}
+                    where = locations(self.adapter.session, args, metadata.get(PATH_KEY))
                     await call.update(raw_input=args, locations=where)
+                    entries = plan_entries(args) if metadata.get(PLAN_KEY) else None
+                    if entries is not None:
+                        await self.client.plan(entries)
         elif kind == "response.completed":
             await self.count_usage(getattr(data.response, "usage", None))
 

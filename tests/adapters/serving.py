@@ -32,7 +32,7 @@ async def served(
 ) -> AsyncIterator[ProcessClient]:
     """``acp-agent-kit --agent SPEC`` on ``fake``, initialized."""
     command = [sys.executable, "-m", "acp_agent", "--store", store, *extra, "--agent", spec]
-    async with spawn(command, env={"ACP_TEST_BASE_URL": fake.base_url, **(env or {})}) as client:
+    async with spawn(command, env={"ACP_FAKE_BASE_URL": fake.base_url, **(env or {})}) as client:
         # the agent's module imports its framework before it answers: seconds on a busy machine
         request_id = await client.request(
             "initialize", {"protocolVersion": 1, "clientCapabilities": FULL_CAPS}
