@@ -200,3 +200,20 @@ def test_importing_the_adapters_imports_no_framework() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+async def test_a_model_error_is_one_error_and_stays_out_of_the_history(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        sid = await new_session(client, tmp_path)
+        failed = await client.prompt(sid, "fake:unauthorized", timeout=SLOW)
+        assert failed.error is not None
+        assert failed.error["code"] == -32603
+        assert failed.error["data"]["status"] == 401
+        assert "Incorrect API key provided" in failed.error["message"]
+        after = await client.prompt(sid, "fake:echo", timeout=SLOW)
+    assert after.stop_reason == "end_turn"
+    sent = fake.requests[-1]["messages"]
+    assert [m["role"] for m in sent if m["role"] != "system"][-1] == "user"
+    assert not any(m["role"] in ("assistant", "tool") for m in sent)  # nothing of the failure
