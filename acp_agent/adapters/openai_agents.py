@@ -166,24 +166,14 @@ class OpenAIAgentsAgent(Agent):
         self.max_turns = max_turns
         if name is not None:
             self.name = name  # type: ignore[misc]
-        self._sessions: dict[str, StoredSession] = {}
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands
 
-    async def close_session(self, session: Session) -> None:
-        self._sessions.pop(session.session_id, None)
-
-    def _stored(self, session: Session) -> StoredSession:
-        stored = self._sessions.get(session.session_id)
-        if stored is None:
-            stored = StoredSession.rebuilt(session.session_id, saved(session)[0])
-            self._sessions[session.session_id] = stored
-        return stored
-
     async def prompt(self, turn: PromptTurn) -> StopReason:
         require_asyncio("The OpenAI Agents SDK")
-        stored = self._stored(turn.session)
+        # rebuilt from the session's saved turns: they are the memory, in any process
+        stored = StoredSession.rebuilt(turn.session.session_id, saved(turn.session)[0])
         adapter = AdapterTurn(turn)
         run = _AgentsRun(self, adapter, stored)
         return await serve_turn(adapter, run.run, lambda: stored.turn_memory())
