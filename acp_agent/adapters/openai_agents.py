@@ -35,7 +35,15 @@ import orjson
 from ..agent import Agent, Command, PromptTurn, StopReason
 from ..session import Session
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
-from .turns import PATH_KEY, PLAN_KEY, AdapterTurn, declared_kind, plan_entries, saved
+from .turns import (
+    PATH_KEY,
+    PLAN_KEY,
+    AdapterTurn,
+    ModelFailed,
+    declared_kind,
+    plan_entries,
+    saved,
+)
 
 JSON = dict[str, Any]
 
@@ -191,7 +199,7 @@ class _AgentsRun:
 
     async def run(self) -> StopReason:
         from agents import Runner
-        from agents.exceptions import MaxTurnsExceeded
+        from agents.exceptions import MaxTurnsExceeded, ModelBehaviorError
 
         from ._openai_agents_runtime import ToolStarts
 
@@ -215,6 +223,8 @@ class _AgentsRun:
                     await self.on_event(event)
             except MaxTurnsExceeded:
                 return "max_turn_requests"
+            except ModelBehaviorError as exc:  # a call of a tool the agent lacks, bad JSON
+                raise ModelFailed(str(exc)) from None
             finally:
                 if not result.is_complete:
                     result.cancel()
