@@ -18,7 +18,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from ..agent import PromptTurn
+from ..agent import PromptTurn, run_prompt
 from ..client import SessionClient
 from ..connection import RequestContext
 from ..errors import (
@@ -259,7 +259,7 @@ class PromptTurns(ServerBase):
                 else:
                     if self.turn_timeout is not None:
                         turn.scope.deadline = anyio.current_time() + self.turn_timeout
-                    stop = await self.agent.prompt(prompt_turn)
+                    stop = await run_prompt(self.agent, prompt_turn)
             if turn.expire():  # the time limit came before any cancel
                 session.slot.time_out(turn)
                 stop, error = (
