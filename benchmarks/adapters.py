@@ -1,0 +1,331 @@
+"""``python -m benchmarks.adapters``: this project's framework adapters against acpkit's.
+
+Runs the same small agents (one plain tool, ``read_file``, and one that needs approval,
+``run_command``; ``benchmarks/peers/``) served by our adapters (``acp-agent-kit --agent``)
+and by acpkit's ``pydantic-acp`` and ``langchain-acp`` (installed from the package index
+into a throw-away virtualenv, never into the project), plus our own LLM agent, all on the
+project's fake OpenAI-compatible endpoint, and writes ``benchmarks/ADAPTERS.md``: the timed
+figures side by side (alternating agents within each round; medians and p90) and the
+defect table (``adapter_checks.py``).
+
+It owns the figures (what is timed, how, the rounds), the report and the command line. The
+agents and the client are in ``adapter_client.py``, the checks in ``adapter_checks.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acp_agent.llm.fake_server import FakeModelServer
+from benchmarks.adapter_checks import CHECKS, Finding, run_checks
+from benchmarks.adapter_client import (
+    LLM,
+    PAIRS,
+    Recorder,
+    TurnResult,
+    agent_specs,
+    for_checks,
+    new_session,
+    peer_python,
+    peer_versions,
+    run_turn,
+    start,
+)
+from benchmarks.client import BENCH_DIR, REPO_ROOT, AgentSpec, describe
+from benchmarks.report import machine_description
+from benchmarks.scenarios import agent_environment, percentile
+
+TRIVIAL = "fake:cold"
+TWO_TOOLS = "fake:parallel"
+TIMEOUT = 60.0
+OUTPUT = BENCH_DIR / "ADAPTERS.md"
+
+
+@dataclass(frozen=True)
+class Settings:
+    mode: str
+    rounds: int
+    spawns: int
+    turns: int
+    sessions: int
+
+
+MODES = {
+    "full": Settings("full", rounds=5, spawns=3, turns=10, sessions=50),
+    "quick": Settings("quick", rounds=3, spawns=2, turns=5, sessions=20),
+    "smoke": Settings("smoke", rounds=1, spawns=1, turns=2, sessions=3),
+}
+
+#: (key, label, unit scale): the rows of the figures table, in order
+ROWS = [
+    ("init", "spawn → `initialize` answer, ms", 1000.0),
+    ("first_turn", "first turn of a new process (trivial), ms", 1000.0),
+    ("trivial_chunk", "trivial turn: first chunk, ms", 1000.0),
+    ("trivial_turn", "trivial turn: whole turn, ms", 1000.0),
+    ("tools_chunk", "two-tool turn: first chunk, ms", 1000.0),
+    ("tools_turn", "two-tool turn: whole turn, ms", 1000.0),
+    ("idle_session", "RSS per idle session, KB", 1.0),
+]
+
+
+@dataclass
+class Figures:
+    spec: AgentSpec
+    values: dict[str, list[float]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, key: str, value: float) -> None:
+        self.values.setdefault(key, []).append(value)
+
+    def stat(self, key: str, p90: bool = False) -> float | None:
+        values = self.values.get(key)
+        if not values:
+            return None
+        return percentile(values, 0.9) if p90 else statistics.median(values)
+
+
+def rss_kb(agent: Recorder) -> int:
+    with open(f"/proc/{agent.pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def timed(figures: Figures, prefix: str, turn: TurnResult) -> None:
+    if turn.stop_reason != "end_turn":
+        raise RuntimeError(f"{prefix} turn ended {turn.stop_reason or turn.error}")
+    figures.add(f"{prefix}_turn", turn.seconds)
+    if turn.first_chunk is not None:
+        figures.add(f"{prefix}_chunk", turn.first_chunk)
+
+
+async def one_round(figures: Figures, settings: Settings, cwd: str) -> None:
+    """Spawns (to the ``initialize`` answer), then one process: turns, then idle sessions."""
+    spec = figures.spec
+    for _ in range(settings.spawns):
+        agent, took, _ = await start(spec, TIMEOUT)
+        figures.add("init", took)
+        await agent.close()
+    agent, _, _ = await start(spec, TIMEOUT)
+    try:
+        session_id = await new_session(agent, cwd)
+        first = await run_turn(agent, session_id, TRIVIAL, TIMEOUT)
+        figures.add("first_turn", first.seconds)
+        for _ in range(settings.turns):
+            timed(figures, "trivial", await run_turn(agent, session_id, TRIVIAL, TIMEOUT))
+        if spec.name != LLM:  # its tools are not the benchmark agents' tools
+            session_id = await new_session(agent, cwd)
+            await run_turn(agent, session_id, TWO_TOOLS, TIMEOUT)
+            for _ in range(settings.turns):
+                timed(figures, "tools", await run_turn(agent, session_id, TWO_TOOLS, TIMEOUT))
+        before = rss_kb(agent)
+        for _ in range(settings.sessions):
+            await new_session(agent, cwd)
+        figures.add("idle_session", (rss_kb(agent) - before) / settings.sessions * 1.024)
+    finally:
+        await agent.close()
+
+
+async def measure(
+    specs: list[AgentSpec], settings: Settings, cwd: str, log: Callable[[str], None]
+) -> list[Figures]:
+    results = [Figures(spec) for spec in specs]
+    for n in range(settings.rounds):
+        log(f"round {n + 1}/{settings.rounds}")
+        for figures in results[n % len(results) :] + results[: n % len(results)]:
+            try:
+                await one_round(figures, settings, cwd)
+            except Exception as exc:
+                figures.failures.append(describe(exc))
+                log(f"  {figures.spec.name}: {describe(exc)}")
+    return results
+
+
+# ------------------------------------------------------------------ report
+
+
+def cell(figures: Figures, key: str, scale: float) -> str:
+    median, p90 = figures.stat(key), figures.stat(key, p90=True)
+    if median is None or p90 is None:
+        return "–"
+    if key == "idle_session":
+        return f"{median:.0f}"
+    return f"{median * scale:.1f} ({p90 * scale:.1f})"
+
+
+def ratio(ours: Figures | None, theirs: Figures | None, key: str) -> str:
+    if ours is None or theirs is None:
+        return "–"
+    a, b = ours.stat(key), theirs.stat(key)
+    if a is None or b is None or b <= 0:
+        return "–"
+    return f"{a / b:.2f}"
+
+
+def figures_table(results: list[Figures]) -> list[str]:
+    by_name = {f.spec.name: f for f in results}
+    pairs = [(ours, theirs) for theirs, ours in PAIRS.items() if theirs in by_name]
+    if "pydantic-acp" in by_name:
+        pairs.append((LLM, "pydantic-acp"))
+    head = ["figure: median (p90)", *by_name, *(f"{o} ÷ {t}" for o, t in pairs)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key, label, scale in ROWS:
+        cells = [cell(f, key, scale) for f in results]
+        cells += [ratio(by_name.get(o), by_name.get(t), key) for o, t in pairs]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    for f in results:
+        for failure in f.failures:
+            lines.append(f"\n{f.spec.name} failed: {failure}")
+    return lines
+
+
+def defect_table(findings: dict[str, dict[str, Finding]]) -> list[str]:
+    names = list(findings)
+    lines = ["| defect | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
+    word = {True: "**present**", False: "absent", None: "?"}
+    for title, _ in CHECKS:
+        cells = [word[findings[n][title].present] if title in findings[n] else "–" for n in names]
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    lines += ["", "What each check saw:", ""]
+    for name in names:
+        lines.append(f"- **{name}**")
+        for title, finding in findings[name].items():
+            lines.append(f"  - {title}: {finding.seen}")
+    return lines
+
+
+def render(
+    settings: Settings,
+    results: list[Figures],
+    findings: dict[str, dict[str, Finding]],
+    peers: str,
+) -> str:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    commit = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    out = [
+        "# Framework adapters: acp-agent-kit against acpkit",
+        "",
+        f"`python -m benchmarks.adapters` ({settings.mode} mode: {settings.rounds} rounds, "
+        f"{settings.spawns} spawns and {settings.turns} turns of each kind per round, "
+        f"{settings.sessions} idle sessions), {now}, at {commit}. "
+        "See benchmarks/README.md for what is measured.",
+        "",
+        *machine_description(),
+        f"- acpkit side: {peers or 'not run'}",
+        "",
+    ]
+    if results:
+        out += ["## Figures", "", *figures_table(results), ""]
+    if findings:
+        out += ["## Defects", "", *defect_table(findings), ""]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ command line
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.adapters", description=__doc__)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="3 rounds, fewer turns")
+    mode.add_argument(
+        "--smoke",
+        action="store_true",
+        help="1 round, our agents only; prints the report, writes nothing; "
+        "exit 1 unless every figure and check ran",
+    )
+    parser.add_argument("--agent", action="append", help="run only these agents (repeatable)")
+    parser.add_argument("--no-peers", action="store_true", help="do not install or run acpkit")
+    parser.add_argument("--no-figures", action="store_true", help="only the defect table")
+    parser.add_argument("--no-checks", action="store_true", help="only the figures")
+    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument("--output", type=Path, help=f"write the report here (default {OUTPUT})")
+    return parser.parse_args(argv)
+
+
+def incomplete(
+    results: list[Figures], findings: dict[str, dict[str, Finding]], figures: bool
+) -> list[str]:
+    """What a smoke run did not manage: failures, missing figures, checks that did not run."""
+    problems = [f"{f.spec.name}: {x}" for f in results for x in f.failures]
+    if figures:
+        for f in results:
+            keys = [k for k, _, _ in ROWS if f.spec.name != LLM or not k.startswith("tools")]
+            problems += [f"{f.spec.name}: no {k}" for k in keys if not f.values.get(k)]
+    for name, found in findings.items():
+        problems += [f"{name}: {t}: {x.seen}" for t, x in found.items() if x.present is None]
+    return problems
+
+
+async def warm_up(spec: AgentSpec) -> bool:
+    """One unmeasured start (fills the bytecode cache); False if the agent does not start."""
+    try:
+        agent, _, _ = await start(spec, 120.0)
+    except Exception as exc:
+        log(f"{spec.name} did not start: {describe(exc)}")
+        return False
+    await agent.close()
+    return True
+
+
+async def run(args: argparse.Namespace) -> int:
+    settings = MODES["smoke" if args.smoke else "quick" if args.quick else "full"]
+    if args.rounds:
+        settings = Settings(settings.mode, args.rounds, settings.spawns, settings.turns, settings.sessions)
+    peer = None if args.no_peers or args.smoke else peer_python(log)
+    peers = peer_versions(peer) if peer is not None else ""
+    with tempfile.TemporaryDirectory(prefix="acp-adapters-") as home:
+        env = agent_environment(home)
+        env["HOME"] = home
+        async with FakeModelServer.running() as fake:
+            env["ACP_FAKE_BASE_URL"] = fake.base_url
+            specs = agent_specs(env, peer, args.agent)
+            cwd = tempfile.mkdtemp(dir=home)
+            (Path(cwd) / "notes.txt").write_text("first line\n")
+            specs = [spec for spec in specs if await warm_up(spec)]
+            results = [] if args.no_figures else await measure(specs, settings, cwd, log)
+            findings: dict[str, dict[str, Finding]] = {}
+            if not args.no_checks:
+                for spec in specs:
+                    log(f"checks: {spec.name}")
+                    own = tempfile.mkdtemp(prefix=spec.name, dir=home)
+                    findings[spec.name] = await run_checks(for_checks(spec, own), cwd, own, log)
+    report = render(settings, results, findings, peers)
+    print(report)
+    output = args.output or (None if args.smoke else OUTPUT)
+    if output is not None:
+        output.write_text(report + "\n")
+        log(f"wrote {output}")
+    if args.smoke:
+        problems = incomplete(results, findings, not args.no_figures)
+        for problem in problems:
+            log(f"smoke: {problem}")
+        return 1 if problems or not specs else 0
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return asyncio.run(run(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
