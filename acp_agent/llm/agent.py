@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Final
@@ -98,6 +99,8 @@ class LlmAgent(Agent):
         self.config = config
         self.mcp = McpHost(config.mcp_connect_timeout)
         self._http_transport = http_transport
+        #: one TLS context for all requests: a new client's default loads the CA bundle
+        self._tls: ssl.SSLContext = httpx.create_ssl_context()
         #: the key requests carry (None after ``logout``)
         self.api_key: Secret | None = config.api_key
         self.needs_key = config.api_key is not None or needs_key(config.base_url)
@@ -146,7 +149,9 @@ class LlmAgent(Agent):
             return
         self.models = []
         timeout = min(MODELS_TIMEOUT, self.config.connect_timeout, self.config.request_timeout)
-        async with httpx.AsyncClient(timeout=timeout, transport=self._http_transport) as http:
+        async with httpx.AsyncClient(
+            timeout=timeout, verify=self._tls, transport=self._http_transport
+        ) as http:
             self.models = await list_models(self._request_config(), http)
 
     def context_window(self, model: str) -> int | None:
@@ -215,7 +220,9 @@ class LlmAgent(Agent):
         if link is not None:
             tools.extend(t.openai_schema() for t in link.tools.values())
         http = httpx.AsyncClient(
-            timeout=ChatBackend.timeout(self.config), transport=self._http_transport
+            timeout=ChatBackend.timeout(self.config),
+            verify=self._tls,
+            transport=self._http_transport,
         )
         model = session.config.get("model")
         config = self._request_config(model if isinstance(model, str) else None)
