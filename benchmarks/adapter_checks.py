@@ -107,9 +107,8 @@ async def load_unknown(ctx: Context) -> Finding:
     params = {"sessionId": "sess-" + uuid.uuid4().hex, "cwd": ctx.cwd, "mcpServers": []}
     answer = await agent.call("session/load", params, TIMEOUT)
     error = answer.get("error")
-    seen = f"loadSession={loads}; " + (
-        f"error {error.get('code')}: {error.get('message')}" if error else f"result {answer.get('result')}"
-    )
+    told = f"error {error.get('message')}" if error else f"result {answer.get('result')}"
+    seen = f"loadSession={loads}; {told}"
     return Finding(error is None, seen)
 
 
@@ -152,9 +151,7 @@ async def output_raw_only(ctx: Context) -> Finding:
     updates = next(iter(calls.values()))
     in_content = "contents of notes.txt" in content_text(updates)
     in_raw = any("contents of notes.txt" in str(u.get("rawOutput", "")) for u in updates)
-    return Finding(
-        not in_content, f"output in content: {in_content}, in rawOutput: {in_raw}"
-    )
+    return Finding(not in_content, f"output in content: {in_content}, in rawOutput: {in_raw}")
 
 
 async def approved_turn(ctx: Context, option: str | None) -> tuple[TurnResult, Message | None]:
@@ -207,9 +204,7 @@ async def cancel_injects(ctx: Context) -> Finding:
     agent, session_id = await ctx.session()
     turn = await run_turn(agent, session_id, "fake:slow", TIMEOUT, cancel_after_chunk=True)
     said = turn.text()
-    return Finding(
-        not SLOW_TEXT.startswith(said), f"stop {turn.stop_reason}, text sent {said!r}"
-    )
+    return Finding(not SLOW_TEXT.startswith(said), f"stop {turn.stop_reason}, text sent {said!r}")
 
 
 async def bare_model_error(ctx: Context) -> Finding:

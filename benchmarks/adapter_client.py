@@ -39,7 +39,9 @@ PEER_PACKAGES = [
     f"langchain-acp=={ACPKIT_VERSION}",
     "langchain-openai",
 ]
-PEER_VENV = Path(os.environ.get("ACP_BENCH_PEER_VENV", f"/tmp/acp-bench-peers/acpkit-{ACPKIT_VERSION}"))
+PEER_VENV = Path(
+    os.environ.get("ACP_BENCH_PEER_VENV", f"/tmp/acp-bench-peers/acpkit-{ACPKIT_VERSION}")
+)
 
 OURS = {
     "ours-pydantic-ai": "benchmarks.peers.agent_pydantic:agent",
@@ -89,9 +91,7 @@ def peer_versions(python: Path) -> str:
     return ", ".join(done.stdout.split("\n")[:-1])
 
 
-def agent_specs(
-    env: dict[str, str], peer: Path | None, names: list[str] | None
-) -> list[AgentSpec]:
+def agent_specs(env: dict[str, str], peer: Path | None, names: list[str] | None) -> list[AgentSpec]:
     """Every agent the benchmark runs (``names`` narrows them), on the environment ``env``
     (which names the fake endpoint in ``ACP_FAKE_BASE_URL``)."""
     specs = [
@@ -99,9 +99,8 @@ def agent_specs(
         for name, target in OURS.items()
     ]
     base_url = env["ACP_FAKE_BASE_URL"]
-    specs.append(
-        AgentSpec(LLM, [sys.executable, "-m", "acp_agent", "--model", "fake", "--base-url", base_url], env)
-    )
+    llm = [sys.executable, "-m", "acp_agent", "--model", "fake", "--base-url", base_url]
+    specs.append(AgentSpec(LLM, llm, env))
     if peer is not None:
         specs += [
             AgentSpec(name, [str(peer), "-m", "benchmarks.peers.acpkit_agents", which], env)
@@ -176,7 +175,9 @@ class Recorder(AgentProcess):
         return message
 
 
-async def start(spec: AgentSpec, timeout: float, params: Message | None = None) -> tuple[Recorder, float, Message]:
+async def start(
+    spec: AgentSpec, timeout: float, params: Message | None = None
+) -> tuple[Recorder, float, Message]:
     """Spawn and initialize; return the agent, seconds to the answer, and the answer."""
     agent, started = await spawn(spec, protocol=Recorder)
     assert isinstance(agent, Recorder)
@@ -243,5 +244,3 @@ async def run_turn(
         None,
     )
     return TurnResult(message, received - sent, first, events)
-
-

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import statistics
 import subprocess
@@ -157,7 +158,7 @@ async def measure(
 def cell(figures: Figures, key: str, scale: float) -> str:
     median, p90 = figures.stat(key), figures.stat(key, p90=True)
     if median is None or p90 is None:
-        return "–"
+        return "-"
     if key == "idle_session":
         return f"{median:.0f}"
     return f"{median * scale:.1f} ({p90 * scale:.1f})"
@@ -165,10 +166,10 @@ def cell(figures: Figures, key: str, scale: float) -> str:
 
 def ratio(ours: Figures | None, theirs: Figures | None, key: str) -> str:
     if ours is None or theirs is None:
-        return "–"
+        return "-"
     a, b = ours.stat(key), theirs.stat(key)
     if a is None or b is None or b <= 0:
-        return "–"
+        return "-"
     return f"{a / b:.2f}"
 
 
@@ -194,7 +195,7 @@ def defect_table(findings: dict[str, dict[str, Finding]]) -> list[str]:
     lines = ["| defect | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
     word = {True: "**present**", False: "absent", None: "?"}
     for title, _ in CHECKS:
-        cells = [word[findings[n][title].present] if title in findings[n] else "–" for n in names]
+        cells = [word[findings[n][title].present] if title in findings[n] else "-" for n in names]
         lines.append(f"| {title} | " + " | ".join(cells) + " |")
     lines += ["", "What each check saw:", ""]
     for name in names:
@@ -237,6 +238,7 @@ def render(
 
 
 # ------------------------------------------------------------------ command line
+
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
@@ -289,7 +291,7 @@ async def warm_up(spec: AgentSpec) -> bool:
 async def run(args: argparse.Namespace) -> int:
     settings = MODES["smoke" if args.smoke else "quick" if args.quick else "full"]
     if args.rounds:
-        settings = Settings(settings.mode, args.rounds, settings.spawns, settings.turns, settings.sessions)
+        settings = dataclasses.replace(settings, rounds=args.rounds)
     peer = None if args.no_peers or args.smoke else peer_python(log)
     peers = peer_versions(peer) if peer is not None else ""
     with tempfile.TemporaryDirectory(prefix="acp-adapters-") as home:
@@ -328,4 +330,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-

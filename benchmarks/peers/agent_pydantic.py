@@ -14,6 +14,4 @@ model = OpenAIChatModel(
 )
 agent = Agent(model, instructions=bench_tools.INSTRUCTIONS)
 agent.tool_plain(metadata={"acp_kind": "read", "acp_path": "path"})(bench_tools.read_file)
-agent.tool_plain(requires_approval=True, metadata={"acp_kind": "execute"})(
-    bench_tools.run_command
-)
+agent.tool_plain(requires_approval=True, metadata={"acp_kind": "execute"})(bench_tools.run_command)
