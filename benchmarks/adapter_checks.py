@@ -149,8 +149,8 @@ async def output_raw_only(ctx: Context) -> Finding:
     if not calls:
         return Finding(None, f"no tool call streamed ({turn.stop_reason or turn.error})")
     updates = next(iter(calls.values()))
-    in_content = "contents of notes.txt" in content_text(updates)
-    in_raw = any("contents of notes.txt" in str(u.get("rawOutput", "")) for u in updates)
+    in_content = bool(content_text(updates).strip())
+    in_raw = any(u.get("rawOutput") for u in updates)
     return Finding(not in_content, f"output in content: {in_content}, in rawOutput: {in_raw}")
 
 
