@@ -100,8 +100,8 @@ class _Latest:
 class SessionCheckpointer(BaseCheckpointSaver[str]):
     """A checkpointer whose threads are exported to and restored from plain JSON.
 
-    The adapter restores a session's thread before its first turn in a process and
-    exports it when a turn ends; nothing here touches a disk.
+    The adapter restores a session's thread when a turn starts, exports it when the turn
+    ends and then forgets it; nothing here touches a disk.
     """
 
     def __init__(self) -> None:
@@ -120,9 +120,6 @@ class SessionCheckpointer(BaseCheckpointSaver[str]):
 
     def forget_thread(self, thread_id: str) -> None:
         self._threads.pop(thread_id, None)
-
-    def has_thread(self, thread_id: str) -> bool:
-        return thread_id in self._threads
 
     # -- BaseCheckpointSaver ----------------------------------------------------------
 

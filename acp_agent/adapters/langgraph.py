@@ -17,8 +17,9 @@ Owns :class:`LangGraphAgent` and the translation of one graph run into ACP updat
   ends the turn ``cancelled``;
 * memory: the graph runs on a checkpointer of this module's own
   (:class:`~acp_agent.adapters._langgraph_runtime.SessionCheckpointer`) whatever it was
-  compiled with, one thread per ACP session; the thread is saved with every turn's end and
-  restored after ``session/load`` in another process; a tool call a cancelled turn left
+  compiled with, one thread per ACP session, restored from the session's saved turns when
+  a turn starts (in this process or after ``session/load`` in another), saved with the
+  turn's end and dropped from memory after it; a tool call a cancelled turn left
   without a result gets one before the next prompt, so the model's history stays valid.
 
 LangGraph runs on asyncio only. Nothing of LangGraph or LangChain is imported until a
@@ -28,6 +29,7 @@ graph is first served.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final
 
 from ..agent import Agent, Command, PromptTurn, StopReason
@@ -110,20 +112,19 @@ class LangGraphAgent(Agent):
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands
 
-    async def close_session(self, session: Session) -> None:
-        if self._saver is not None:
-            self._saver.forget_thread(session.session_id)
-
     async def prompt(self, turn: PromptTurn) -> StopReason:
         require_asyncio("LangGraph")
         graph, saver = self._ready()
         thread = turn.session.session_id
-        if not saver.has_thread(thread):
-            memory, _ = saved(turn.session)
-            saver.restore_thread(thread, memory[-1] if memory else None)
+        # the session's saved turns are the thread: restored for the turn, dropped after it
+        memory, _ = saved(turn.session)
+        saver.restore_thread(thread, memory[-1] if memory else None)
         adapter = AdapterTurn(turn)
         run = _GraphRun(self, adapter, graph)
-        return await serve_turn(adapter, run.run, lambda: saver.export_thread(thread))
+        try:
+            return await serve_turn(adapter, run.run, lambda: saver.export_thread(thread))
+        finally:
+            saver.forget_thread(thread)
 
 
 class _GraphRun:
@@ -186,20 +187,23 @@ class _GraphRun:
         return {"messages": [*repairs, user_message(prompt_text(self.adapter.turn.blocks))]}
 
     async def stream(self, request: Any) -> None:
-        async for part in self.graph.astream(
+        parts = self.graph.astream(
             request,
             self.config,
             stream_mode=["messages", "updates", "tasks"],
             version="v2",
             subgraphs=True,
-        ):
-            kind, data = part["type"], part["data"]
-            if kind == "messages":
-                await self.on_message(data[0])
-            elif kind == "updates":
-                await self.on_updates(data)
-            elif kind == "tasks":
-                self.on_task(data)
+        )
+        # closed on every way out (a cancel too), so that the graph's tasks end with it
+        async with aclosing(parts):
+            async for part in parts:
+                kind, data = part["type"], part["data"]
+                if kind == "messages":
+                    await self.on_message(data[0])
+                elif kind == "updates":
+                    await self.on_updates(data)
+                elif kind == "tasks":
+                    self.on_task(data)
 
     # -- stream parts -------------------------------------------------------------------
 

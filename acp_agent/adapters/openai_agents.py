@@ -35,7 +35,15 @@ import orjson
 from ..agent import Agent, Command, PromptTurn, StopReason
 from ..session import Session
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
-from .turns import PATH_KEY, PLAN_KEY, AdapterTurn, declared_kind, plan_entries, saved
+from .turns import (
+    PATH_KEY,
+    PLAN_KEY,
+    AdapterTurn,
+    ModelFailed,
+    declared_kind,
+    plan_entries,
+    saved,
+)
 
 JSON = dict[str, Any]
 
@@ -166,24 +174,14 @@ class OpenAIAgentsAgent(Agent):
         self.max_turns = max_turns
         if name is not None:
             self.name = name  # type: ignore[misc]
-        self._sessions: dict[str, StoredSession] = {}
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands
 
-    async def close_session(self, session: Session) -> None:
-        self._sessions.pop(session.session_id, None)
-
-    def _stored(self, session: Session) -> StoredSession:
-        stored = self._sessions.get(session.session_id)
-        if stored is None:
-            stored = StoredSession.rebuilt(session.session_id, saved(session)[0])
-            self._sessions[session.session_id] = stored
-        return stored
-
     async def prompt(self, turn: PromptTurn) -> StopReason:
         require_asyncio("The OpenAI Agents SDK")
-        stored = self._stored(turn.session)
+        # rebuilt from the session's saved turns: they are the memory, in any process
+        stored = StoredSession.rebuilt(turn.session.session_id, saved(turn.session)[0])
         adapter = AdapterTurn(turn)
         run = _AgentsRun(self, adapter, stored)
         return await serve_turn(adapter, run.run, lambda: stored.turn_memory())
@@ -201,7 +199,7 @@ class _AgentsRun:
 
     async def run(self) -> StopReason:
         from agents import Runner
-        from agents.exceptions import MaxTurnsExceeded
+        from agents.exceptions import MaxTurnsExceeded, ModelBehaviorError
 
         from ._openai_agents_runtime import ToolStarts
 
@@ -225,6 +223,8 @@ class _AgentsRun:
                     await self.on_event(event)
             except MaxTurnsExceeded:
                 return "max_turn_requests"
+            except ModelBehaviorError as exc:  # a call of a tool the agent lacks, bad JSON
+                raise ModelFailed(str(exc)) from None
             finally:
                 if not result.is_complete:
                     result.cancel()

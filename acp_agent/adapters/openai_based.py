@@ -99,8 +99,10 @@ def prompt_text(blocks: Sequence[Mapping[str, Any]]) -> str:
 
 def locations(session: Session, args: Any, argument: str | None) -> list[dict[str, str]] | None:
     """The call's ``locations``: the path in its ``argument`` (the tool's ``acp_path``),
-    made absolute against the session's cwd; None without one."""
+    made absolute against the session's cwd; None without one or outside the roots."""
     path = args.get(argument) if argument and isinstance(args, Mapping) else None
     if not isinstance(path, str) or "\0" in path:
         return None
-    return [{"path": session.resolve_path(path)}]
+    resolved = session.resolve_path(path)
+    # a path outside the session's roots is not shown (the editor's tools refuse it)
+    return [{"path": resolved}] if session.within_roots(resolved) else None

@@ -291,8 +291,11 @@ class _Run:
         path_arg = metadata.get(PATH_KEY) if metadata else None
         locations = None
         if isinstance(path_arg, str) and isinstance(args.get(path_arg), str):
+            # a path outside the session's roots is not shown (the tool refuses it)
             with contextlib.suppress(AcpError, ValueError):
-                locations = [{"path": self.adapter.session.resolve_path(args[path_arg])}]
+                path = self.adapter.session.resolve_path(args[path_arg])
+                if self.client.allow_outside_roots or self.adapter.session.within_roots(path):
+                    locations = [{"path": path}]
         await call.update(status=status, raw_input=args, locations=locations)
 
     async def _approve(

@@ -46,7 +46,7 @@ SCENARIOS: Final = {
     "mcp": "calls the first tool named *__add with {a: 2, b: 3}, then reports the result",
     "json": "answers one JSON document instead of a stream",
     "echo": "answers with the roles of the conversation it received",
-    "call": "calls a tool with key=value or JSON arguments (fake:call add a=2 b=3), then reports",
+    "call": "calls tools with key=value or JSON arguments (fake:call add a=2 b=3 ; add a=1 b=1)",
 }
 
 
@@ -239,18 +239,26 @@ def _scripted_agent(conv: Conversation, words: list[str]) -> Reply:
 
 
 def _call_tool(words: list[str], results: list[str]) -> Reply:
-    """``fake:call TOOL k=v ...``: one call (integer values as numbers), then the result."""
+    """``fake:call TOOL k=v ... [; TOOL k=v ...]``: the calls (integer values as numbers)
+    in one response, then the last result."""
     if results:
         return Reply(events=text_events(f"The tool said: {results[-1].strip()}", 2))
-    if not words:
+    calls: list[tuple[str, JSON]] = []
+    for spec in " ".join(words).split(";"):
+        name, *pairs = spec.split() or [""]
+        if not name:
+            continue
+        args: JSON = {}
+        if pairs and pairs[0].startswith("{"):  # fake:call TOOL {"json": ...}
+            calls.append((name, orjson.loads(" ".join(pairs))))
+            continue
+        for pair in pairs:
+            key, _, value = pair.partition("=")
+            args[key] = int(value) if value.lstrip("-").isdigit() else value
+        calls.append((name, args))
+    if not calls:
         return Reply(events=text_events("Which tool? Say fake:call TOOL key=value ..."))
-    if len(words) > 1 and words[1].startswith("{"):  # fake:call TOOL {"json": ...}
-        return Reply(events=tool_events([(words[0], orjson.loads(" ".join(words[1:])))]))
-    args: JSON = {}
-    for word in words[1:]:
-        key, _, value = word.partition("=")
-        args[key] = int(value) if value.lstrip("-").isdigit() else value
-    return Reply(events=tool_events([(words[0], args)], f"Calling {words[0]}."))
+    return Reply(events=tool_events(calls, f"Calling {', '.join(n for n, _ in calls)}."))
 
 
 def _bad_request(message: str, code: str) -> Reply:

@@ -217,3 +217,18 @@ async def test_a_model_error_is_one_error_and_stays_out_of_the_history(
     sent = fake.requests[-1]["messages"]
     assert [m["role"] for m in sent if m["role"] != "system"][-1] == "user"
     assert not any(m["role"] in ("assistant", "tool") for m in sent)  # nothing of the failure
+
+
+async def test_a_call_of_a_tool_the_agent_lacks(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:call no_such_tool", timeout=SLOW)
+    if "lg_agent" in spec:  # LangGraph's tool node tells the model; the call fails
+        assert turn.stop_reason == "end_turn"
+        [(_, updates)] = calls(turn).items()
+        assert updates[0]["name"] == "no_such_tool" and statuses(updates)[-1] == "failed"
+    else:  # the Agents SDK stops the run: the one model error
+        assert turn.error is not None and turn.error["code"] == -32603
+        assert "no_such_tool" in turn.error["data"]["reason"]
