@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import dataclasses
 import datetime
+import os
 import statistics
 import subprocess
 import sys
@@ -41,7 +42,7 @@ from benchmarks.adapter_client import (
     run_turn,
     start,
 )
-from benchmarks.client import BENCH_DIR, REPO_ROOT, AgentSpec, describe
+from benchmarks.client import BENCH_DIR, REPO_ROOT, AgentSpec, cpu_ticks, describe
 from benchmarks.report import machine_description
 from benchmarks.scenarios import agent_environment, percentile
 
@@ -49,6 +50,7 @@ TRIVIAL = "fake:cold"
 TWO_TOOLS = "fake:parallel"
 TIMEOUT = 60.0
 OUTPUT = BENCH_DIR / "ADAPTERS.md"
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ MODES = {
 #: (key, label, unit scale): the rows of the figures table, in order
 ROWS = [
     ("init", "spawn → `initialize` answer, ms", 1000.0),
+    ("init_cpu", "CPU time of the agent to its `initialize` answer, ms", 1000.0),
     ("first_turn", "first turn of a new process (trivial), ms", 1000.0),
     ("trivial_chunk", "trivial turn: first chunk, ms", 1000.0),
     ("trivial_turn", "trivial turn: whole turn, ms", 1000.0),
@@ -116,6 +119,7 @@ async def one_round(figures: Figures, settings: Settings, cwd: str) -> None:
     for _ in range(settings.spawns):
         agent, took, _ = await start(spec, TIMEOUT)
         figures.add("init", took)
+        figures.add("init_cpu", cpu_ticks(agent.pid) / TICKS)
         await agent.close()
     agent, _, _ = await start(spec, TIMEOUT)
     try:
