@@ -63,8 +63,8 @@ class Settings:
 
 
 MODES = {
-    "full": Settings("full", rounds=5, spawns=3, turns=10, sessions=50),
-    "quick": Settings("quick", rounds=3, spawns=2, turns=5, sessions=20),
+    "full": Settings("full", rounds=5, spawns=3, turns=10, sessions=500),
+    "quick": Settings("quick", rounds=3, spawns=2, turns=5, sessions=200),
     "smoke": Settings("smoke", rounds=1, spawns=1, turns=2, sessions=3),
 }
 
@@ -163,8 +163,6 @@ def cell(figures: Figures, key: str, scale: float) -> str:
     median, p90 = figures.stat(key), figures.stat(key, p90=True)
     if median is None or p90 is None:
         return "-"
-    if key == "idle_session":
-        return f"{median:.0f}"
     return f"{median * scale:.1f} ({p90 * scale:.1f})"
 
 
