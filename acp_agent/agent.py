@@ -93,6 +93,8 @@ class AuthMethod(TypedDict):
     name: str
     description: NotRequired[str]
     type: NotRequired[str]
+    args: NotRequired[list[str]]  # a ``terminal`` method: the agent command's arguments
+    env: NotRequired[dict[str, str]]
 
 
 class PromptCapabilities(TypedDict, total=False):

@@ -26,6 +26,10 @@ STOP_REASONS: Final = frozenset(
     {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"}
 )
 
+#: what the store records as the end of a turn answered with an error (not a stop
+#: reason: on load such a turn is an interrupted one)
+FAILED_TURN: Final = "error"
+
 USER_KIND: Final = "user_message_chunk"
 #: the history event holding the state an agent saved in a turn (never sent or replayed)
 STATE_KIND: Final = "_acp_agent_state"
