@@ -25,9 +25,10 @@ a known hosted one) makes the agent advertise the ``api-key`` auth method (the k
 ``logout`` forgets it.
 
 Each turn owns one ``httpx.AsyncClient``: its connections close when the turn ends,
-whichever way it ends; its TLS context is the agent's one, made at construction. MCP server connections outlive turns: they are tasks of the
-connection's :meth:`LlmAgent.lifespan`, started when a session is created or loaded
-and stopped when it closes (at the latest when the lifespan ends).
+whichever way it ends; its TLS context is the agent's one, made at construction. MCP
+server connections outlive turns: they are tasks of the connection's
+:meth:`LlmAgent.lifespan`, started when a session is created or loaded and stopped when
+it closes (at the latest when the lifespan ends).
 """
 
 from __future__ import annotations
