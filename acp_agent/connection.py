@@ -7,16 +7,22 @@ session (a ``sessionId``): those live in :mod:`acp_agent.session` and are routed
 This module owns:
 
 * the receive loop (framing and decoding through :mod:`acp_agent.jsonrpc`), which
-  never waits on a handler: every inbound request runs in a pooled worker task and
-  notifications in a task of their own, so ``session/cancel`` and the client's
-  responses are read while a ``session/prompt`` waits. A transport that can push
-  (``PushReceive``: stdio on asyncio) has its chunks decoded straight from the event
-  loop's readiness callback, with no task switch;
+  never waits on a handler: every inbound request and notification runs in a task of
+  its own, so ``session/cancel`` and the client's responses are read while a
+  ``session/prompt`` waits;
+* the ordering guarantee: each task is started with ``await task_group.start(...)``,
+  so a handler's code up to its first ``await`` (its first checkpoint) runs before
+  the next inbound message is read. Cooperative scheduling gives this on asyncio and
+  trio alike. Whatever a handler must do in arrival order (take its place in a
+  session's line, claim the prompt slot, apply ``session/cancel`` to the prompts read
+  before it) it does before its first ``await``;
 * waiting for the client's answers to our outbound requests, with optional time
   limits; ids, correlation, ``$/cancel_request`` both ways and the one exception ->
   JSON-RPC error boundary are the sans-IO :class:`~acp_agent.jsonrpc.Peer`'s, and
   every request is answered exactly once (:meth:`AgentSession._run_request`);
-* running handlers: request workers, notifications in order, ``prepare`` hooks;
+* cancelling a request (``$/cancel_request``, shutdown) cancels its cancel scope: if
+  the handler catches that and returns a value, that value is the answer (a prompt
+  answers ``stopReason: "cancelled"``), else the answer is ``-32800``;
 * shutdown: on EOF in-flight handlers are cancelled, pending outbound calls fail with
   :class:`~acp_agent.errors.ConnectionClosed`, the last frames are flushed within a
   bound.
@@ -28,7 +34,6 @@ dispatch are :mod:`acp_agent.dispatch`'s. It knows nothing of ACP methods beyond
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -37,7 +42,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from ._loop import CallWaiter, Flag, running_asyncio_loop
+from ._loop import CallWaiter, running_asyncio_loop
 from .dispatch import Dispatcher, MethodTable, NativeDispatcher, RequestContext
 from .errors import (
     LINE_TOO_LONG,
@@ -61,7 +66,7 @@ from .jsonrpc import (
 )
 from .jsonrpc.trace import Trace
 from .outbox import JOIN_LIMIT, Outbox
-from .transport import PushReceive, Transport
+from .transport import Transport
 
 if TYPE_CHECKING:
     import asyncio
@@ -70,7 +75,6 @@ __all__ = ["AgentSession", "Dispatcher", "MethodTable", "NativeDispatcher", "Req
 
 log = logging.getLogger("acp_agent.connection")
 
-MAX_IDLE_WORKERS: Final = 8  # request worker tasks kept waiting for the next request
 FINISH_GRACE: Final = 0.2  # seconds in-flight handlers get to finish after EOF
 SHUTDOWN_GRACE: Final = 0.5  # seconds cancelled handlers get to answer on shutdown
 FLUSH_GRACE: Final = 1.0  # seconds the last writes may take
@@ -100,9 +104,6 @@ class AgentSession:
         self._tg: anyio.abc.TaskGroup | None = None
         self._idle: anyio.Event | None = None  # set when the last in-flight request ends
         # lists, not deques: they stay short, and an empty deque costs 600 bytes
-        self._notes: list[Notification] = []
-        self._jobs: list[tuple[Request, RequestContext]] = []
-        self._idle_workers: list[Flag | anyio.Event] = []  # one per waiting worker
         #: debug lines for an operator (None unless acp_agent.rpc logs DEBUG)
         self._trace: Trace | None = Trace() if Trace.enabled() else None
         self._reading = anyio.CancelScope()  # cancelled by stop_reading
@@ -151,27 +152,18 @@ class AgentSession:
         self._reading.cancel()
 
     async def _receive_loop(self, tg: anyio.abc.TaskGroup) -> None:
-        transport = self._transport
-        if isinstance(transport, PushReceive):
-            # Lines are handled straight from the transport's readiness callback:
-            # everything below is synchronous, so it needs no task of its own.
-            def consume(data: bytes) -> None:
-                self._on_events(self._peer.receive_data(data), tg)
-
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await transport.receive_each(consume)
-            self._on_events(self._peer.receive_eof(), tg)
-            return
         while True:
             try:
-                data = await transport.receive()
+                data = await self._transport.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                self._on_events(self._peer.receive_eof(), tg)
+                await self._on_events(self._peer.receive_eof(), tg)
                 return
-            self._on_events(self._peer.receive_data(data), tg)
+            await self._on_events(self._peer.receive_data(data), tg)
             del data
 
-    def _on_events(self, events: list[Event[RequestContext]], tg: anyio.abc.TaskGroup) -> None:
+    async def _on_events(
+        self, events: list[Event[RequestContext]], tg: anyio.abc.TaskGroup
+    ) -> None:
         for event in events:
             if isinstance(event, Incoming):
                 req, ctx = event
@@ -184,9 +176,9 @@ class AgentSession:
                         prepare(req.params, ctx)
                     except Exception:  # the handler will meet the same input and answer
                         log.exception("prepare hook for %r failed", req.method)
-                self._dispatch_job(req, ctx, tg)
+                await self._start(tg, self._run_request, req, ctx)
             elif isinstance(event, Notification):
-                self._on_notification(event, tg)
+                await self._on_notification(event, tg)
             elif isinstance(event, CancelRequested):
                 if not event.context.cancelled:
                     event.context.cancel()
@@ -209,7 +201,17 @@ class AgentSession:
                 else:
                     log.warning("ignored an invalid notification: %s", event.message)
 
-    def _on_notification(self, note: Notification, tg: anyio.abc.TaskGroup) -> None:
+    @staticmethod
+    async def _start(tg: anyio.abc.TaskGroup, fn: Callable[..., Any], *args: Any) -> None:
+        """Start ``fn(*args)`` as a task and let it run to its first ``await`` before
+        the next message is looked at: that is how arrival order is kept.
+
+        Shielded: a task cancelled before its first step would never run (nor answer).
+        """
+        with anyio.CancelScope(shield=True):
+            await tg.start(fn, *args)
+
+    async def _on_notification(self, note: Notification, tg: anyio.abc.TaskGroup) -> None:
         if self._trace is not None:
             self._trace.notification(note.method, note.params)
         inline = self._table.inline.get(note.method)
@@ -219,51 +221,27 @@ class AgentSession:
             except Exception:
                 log.exception("notification handler for %r failed", note.method)
         else:
-            self._notes.append(note)
-            if len(self._notes) == 1:
-                tg.start_soon(self._drain_notifications)
+            await self._start(tg, self._run_notification, note)
 
     # ------------------------------------------------------------------ inbound
 
-    def _dispatch_job(self, req: Request, ctx: RequestContext, tg: anyio.abc.TaskGroup) -> None:
-        """Run the request in a worker task: an idle one, or a new one.
-
-        Starting a task costs tens of microseconds; waking a waiting worker costs a
-        few. Each queued job wakes its own worker (or starts one), so two requests read
-        together never queue behind each other.
-        """
-        self._jobs.append((req, ctx))
-        if self._idle_workers:
-            self._idle_workers.pop(0).set()
-        else:
-            tg.start_soon(self._worker, name="acp-request-worker")
-
-    async def _worker(self) -> None:
-        jobs = self._jobs
-        while True:
-            while jobs:
-                req, ctx = jobs.pop(0)
-                await self._run_request(req, ctx)
-            if len(self._idle_workers) >= MAX_IDLE_WORKERS:
-                return
-            wake = anyio.Event() if self._loop is None else Flag(self._loop)
-            self._idle_workers.append(wake)
-            try:
-                await wake.wait()
-            except BaseException:
-                if not wake.is_set():  # cancelled while idle (shutdown)
-                    self._idle_workers.remove(wake)
-                raise
-
-    async def _run_request(self, req: Request, ctx: RequestContext) -> None:
+    async def _run_request(
+        self,
+        req: Request,
+        ctx: RequestContext,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
         outcome: tuple[bool, Any] | None = None
         try:
             # A request with a cancel hook (a claimed prompt turn) is cancelled through
             # it and answers for itself: it needs no scope of its own.
             if ctx.cancel_hook is not None:
+                task_status.started()
                 outcome = await self._outcome(req, ctx)
             else:
                 with ctx.scope:
+                    task_status.started()
                     outcome = await self._outcome(req, ctx)
             if outcome is None:  # the scope was cancelled: $/cancel_request or shutdown
                 outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
@@ -296,13 +274,13 @@ class AgentSession:
         except Exception as exc:
             return Peer.outcome_of(exc, req.method)
 
-    async def _drain_notifications(self) -> None:
-        # One task at a time works through the queue, so handlers see arrival order.
-        while self._notes:
-            await self._run_notification(self._notes[0])
-            del self._notes[0]
-
-    async def _run_notification(self, note: Notification) -> None:
+    async def _run_notification(
+        self,
+        note: Notification,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
         fn = self._table.notifications.get(note.method)
         try:
             if fn is not None:
