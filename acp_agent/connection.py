@@ -329,10 +329,13 @@ class AgentSession:
         started = trace.now() if trace is not None else 0.0
         try:
             await self._write(method, frame)
-            with anyio.move_on_after(timeout):
+            if timeout is None:
                 await reply.settled.wait()
-            if timeout is not None and not reply.settled.is_set():
-                raise CallTimeout(method, timeout)
+            else:
+                with anyio.move_on_after(timeout):
+                    await reply.settled.wait()
+                if not reply.settled.is_set():
+                    raise CallTimeout(method, timeout)
         except BaseException as exc:
             if not reply.settled.is_set():
                 await self._abandon(request_id)
