@@ -21,7 +21,7 @@ from ..connection import RequestContext
 from ..errors import InvalidParams, ResourceNotFound
 from ..history import USER_KIND
 from ..paths import check_absolute_dir
-from ..store import JsonText
+from ..store import JsonText, TurnWrite
 from .base import JSON, params_object, require_session_id, utc_now
 from .lifecycle import SessionLifecycle
 
@@ -74,11 +74,13 @@ class UnstableMethods(SessionLifecycle):
                     continue  # still running, or never ended: not part of the copy
                 at = _prompt_length(turn.updates)
                 await self.store.write_turn(
-                    fork_id,
-                    turn.turn_id,
-                    begin=turn.updates[:at],
-                    updates=turn.updates[at:],
-                    end=turn.stop_reason,
+                    TurnWrite(
+                        fork_id,
+                        turn.turn_id,
+                        begin=[*turn.updates[:at]],
+                        updates=[*turn.updates[at:]],
+                        end=turn.stop_reason,
+                    )
                 )
             session, _ = await self._restore({**raw, "sessionId": fork_id}, replay=False)
         except BaseException:

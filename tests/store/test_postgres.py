@@ -7,6 +7,7 @@ expiry into the past in the database (the clock leases run on), never by sleepin
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -14,7 +15,7 @@ import anyio.to_thread
 import pytest
 
 from acp_agent.errors import SessionLeased
-from acp_agent.store import DEFAULT_OWNER, SessionRecord
+from acp_agent.store import DEFAULT_OWNER, SessionRecord, StoreFailed, TurnWrite, open_store
 from acp_agent.store.pg_sql import SCHEMA_VERSION
 from acp_agent.store.postgres import PostgresSessionStore, SchemaTooNew
 
@@ -74,7 +75,7 @@ async def test_a_session_has_one_live_owner(postgres_url: str, host: Host) -> No
     assert refused.value.data["reason"] == "leased"
     assert 0 < refused.value.data["retryAfterMs"] <= 30_000
     with pytest.raises(SessionLeased):
-        await b.write_turn("s", "t", begin=[])
+        await b.write_turn(TurnWrite("s", "t", begin=[]))
     with pytest.raises(SessionLeased):
         await b.delete(DEFAULT_OWNER, "s")
     # Reads are anyone's.
@@ -86,18 +87,18 @@ async def test_a_session_has_one_live_owner(postgres_url: str, host: Host) -> No
         await b.acquire("s")
     await a.release("s")
     await b.acquire("s")
-    await b.write_turn("s", "t", begin=[chunk("b")], end="end_turn")
+    await b.write_turn(TurnWrite("s", "t", begin=[chunk("b")], end="end_turn"))
 
 
 async def test_a_stale_owner_is_fenced_out_after_a_takeover(postgres_url: str, host: Host) -> None:
     a, b = await host(), await host()
     await a.create(SessionRecord("s", cwd="/"))
-    await a.write_turn("s", "t1", begin=[chunk("a")])
+    await a.write_turn(TurnWrite("s", "t1", begin=[chunk("a")]))
     await expire_leases(postgres_url)  # a is paused past its lease...
     await b.acquire("s")  # ... and b takes over
-    await b.write_turn("s", "t2", begin=[chunk("b")], end="end_turn")
+    await b.write_turn(TurnWrite("s", "t2", begin=[chunk("b")], end="end_turn"))
     with pytest.raises(SessionLeased) as refused:
-        await a.write_turn("s", "t1", updates=[chunk("late")], end="end_turn")
+        await a.write_turn(TurnWrite("s", "t1", updates=[chunk("late")], end="end_turn"))
     assert refused.value.data["reason"] == "leaseLost"
     with pytest.raises(SessionLeased):
         a.check_lease("s")  # known now: the next turn is refused before it runs
@@ -119,7 +120,7 @@ async def test_a_lost_lease_taken_back_outlives_the_old_acquisition(
     await a.create(SessionRecord("s", cwd="/"))  # a serves it (one acquisition)
     await expire_leases(postgres_url)
     await b.acquire("s")
-    await b.write_turn("s", "t", begin=[])
+    await b.write_turn(TurnWrite("s", "t", begin=[]))
     await anyio.to_thread.run_sync(a.renew_now)  # a learns it lost the session
     await b.release("s")
     await a.acquire("s")  # a's client loads it again...
@@ -127,14 +128,14 @@ async def test_a_lost_lease_taken_back_outlives_the_old_acquisition(
     a.check_lease("s")
     with pytest.raises(SessionLeased):
         await b.acquire("s")
-    await a.write_turn("s", "t", end="end_turn")
+    await a.write_turn(TurnWrite("s", "t", end="end_turn"))
 
 
 async def test_an_expired_lease_nobody_took_is_still_good(postgres_url: str, host: Host) -> None:
     a = await host()
     await a.create(SessionRecord("s", cwd="/"))
     await expire_leases(postgres_url)
-    await a.write_turn("s", "t", begin=[chunk("a")], end="end_turn")  # its token stands
+    await a.write_turn(TurnWrite("s", "t", begin=[chunk("a")], end="end_turn"))  # its token stands
     [turn] = await a.load_history(DEFAULT_OWNER, "s")
     assert turn.stop_reason == "end_turn"
 
@@ -180,9 +181,16 @@ async def test_an_unreachable_server_is_one_clear_error(postgres_server_url: str
 async def test_a_url_without_the_driver_is_refused_before_serving(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from acp_agent import preflight
+    monkeypatch.setitem(sys.modules, "acp_agent.store.postgres", None)  # not installed
+    with pytest.raises(StoreFailed) as info:
+        await open_store("postgresql://acp:secret@db.internal/acp")
+    assert info.value.message == (
+        "session store PostgreSQL: needs the postgres extra: pip install 'acp-agent-kit[postgres]'"
+    )
 
-    assert preflight.store_problem("postgresql://db.internal/acp") is None
-    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: None)
-    problem = preflight.store_problem("postgresql://db.internal/acp")
-    assert problem is not None and "pip install 'acp-agent-kit[postgres]'" in problem
+
+async def test_an_unreachable_server_is_refused_before_serving() -> None:
+    with pytest.raises(StoreFailed) as info:
+        await open_store("postgresql://acp:secret@127.0.0.1:1/none")
+    assert info.value.message.startswith("session store PostgreSQL: ")
+    assert "secret" not in info.value.message
