@@ -13,6 +13,7 @@ It owns process-level concerns only; the protocol lives in :mod:`acp_agent.serve
 from __future__ import annotations
 
 import logging
+import shlex
 import signal
 import sys
 from collections.abc import Callable
@@ -22,6 +23,7 @@ import anyio
 
 from ._loop import Backend, run
 from .agent import Agent
+from .preflight import waiting_note
 from .server import AcpServer, BusyPolicy
 from .store import SessionStore, StoreFailed, open_store
 from .transport import StdioTransport, reserve_stdout
@@ -114,11 +116,20 @@ async def serve_stdio(
 
 
 def run_agent(
-    agent: Agent, *, backend: Backend = "auto", prog: str | None = None, **options: Any
+    agent: Agent,
+    *,
+    backend: Backend = "auto",
+    prog: str | None = None,
+    hint: bool = True,
+    **options: Any,
 ) -> int:
     """Serve ``agent`` over this process's stdin/stdout; returns the exit code: 0, or 2
     after one line on stderr (``prog: ...``, ``prog`` defaulting to the agent's name)
-    when the session store cannot be used."""
+    when the session store cannot be used. Started in a terminal (and ``hint``), it says
+    on stderr what it waits for."""
+    if hint and sys.stdin.isatty():
+        chat = "acp-agent-kit chat -- " + shlex.join(sys.orig_argv)
+        print(waiting_note(prog or agent.name, chat), file=sys.stderr, flush=True)
     reservation = reserve_stdout()
     try:
         run(lambda: serve_stdio(agent, write_fd=reservation.fd, **options), backend=backend)

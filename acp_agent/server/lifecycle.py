@@ -19,7 +19,7 @@ import orjson
 from ..client import replayable
 from ..connection import RequestContext
 from ..errors import InvalidParams, ResourceNotFound, SessionLeased
-from ..history import History, TurnLog, sanitize
+from ..history import STOP_REASONS, History, TurnLog, sanitize
 from ..paths import check_absolute_dir, check_additional_directories
 from ..prompt_slot import CancelReason, SlotEvent
 from ..session import Session
@@ -121,8 +121,8 @@ class SessionLifecycle(ServerBase):
             TurnLog(
                 t.turn_id,
                 [orjson.loads(u) for u in t.updates],
-                t.stop_reason,
-                interrupted=t.stop_reason is None,
+                t.stop_reason if t.stop_reason in STOP_REASONS else None,
+                interrupted=t.stop_reason not in STOP_REASONS,
             )
             for t in stored
         )

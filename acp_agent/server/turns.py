@@ -32,7 +32,7 @@ from ..errors import (
     SessionLeased,
     TurnTimeout,
 )
-from ..history import STOP_REASONS
+from ..history import FAILED_TURN, STOP_REASONS
 from ..prompt_slot import CancelReason, Turn
 from ..protocol.wire import MAX_PROMPT_DEPTH, nesting_within, plain_text_prompt
 from ..session import Session
@@ -293,7 +293,7 @@ class PromptTurns(ServerBase):
                 self._persister.end(session.session_id, turn.turn_id, final)
             else:
                 handle.abandon()
-                self._persister.end(session.session_id, turn.turn_id, "end_turn")
+                self._persister.end(session.session_id, turn.turn_id, FAILED_TURN)
             try:
                 # Durable before the answer, shielded from this task's cancel. A failed
                 # write of this session (and only of this one) fails the turn.
