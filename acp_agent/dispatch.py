@@ -82,11 +82,11 @@ NotificationFn = Callable[[Any], Awaitable[None]]
 class MethodTable:
     """The methods a connection serves. ``fallback_*`` take the method name first.
 
-    Order: inbound frames are seen in arrival order by the synchronous hooks —
-    ``prepare`` (run for a request before its handler task starts) and ``inline``
-    notification handlers — so that, say, a ``session/cancel`` applies exactly to
-    the prompts that arrived before it. Async notification handlers run one at a
-    time, in arrival order, in a task of their own.
+    Order: every handler runs in a task of its own, started in arrival order; its
+    code up to its first ``await`` runs before the next message is read (see
+    :mod:`acp_agent.connection`). The synchronous hooks ``prepare`` (run for a
+    request before its task starts) and ``inline`` (a notification handled in the
+    receive loop) are older ways to the same end.
     """
 
     requests: dict[str, RequestFn] = field(default_factory=dict)

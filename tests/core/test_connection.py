@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import orjson
 import pytest
 
@@ -235,6 +236,66 @@ async def test_cancel_request_with_string_id_does_not_hit_the_integer_id(dispatc
         await peer.notify("release")
         resp = await next_response(peer)
         assert resp == {"jsonrpc": "2.0", "id": 7, "result": "done"}
+
+
+async def test_a_request_cancelled_in_the_same_read_starts_and_answers_for_itself(
+    dispatcher: Any,
+) -> None:
+    """The handler runs to its first ``await`` before the cancel behind it is read; it
+    catches the cancellation and its value is the answer (as a prompt's ``cancelled``)."""
+    m = Methods()
+    started: list[str] = []
+
+    @m.request("turn")
+    async def turn(params: Any, ctx: RequestContext) -> Any:
+        started.append("turn")
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            return {"stopReason": "cancelled"}
+
+    async with connected(m, dispatcher) as peer:
+        await peer.send_raw(
+            orjson.dumps({"jsonrpc": "2.0", "id": 5, "method": "turn"})
+            + b"\n"
+            + orjson.dumps({"jsonrpc": "2.0", "method": CANCEL_REQUEST, "params": {"requestId": 5}})
+            + b"\n"
+        )
+        resp = await next_response(peer)
+        assert resp == {"jsonrpc": "2.0", "id": 5, "result": {"stopReason": "cancelled"}}
+        assert started == ["turn"]
+
+
+async def test_handlers_start_in_arrival_order_before_the_next_message(dispatcher: Any) -> None:
+    """Requests and notifications read in one chunk: each handler's code up to its first
+    ``await`` runs before the next message is dispatched."""
+    m = Methods()
+    order: list[tuple[str, int]] = []
+    done = anyio.Event()
+
+    async def request(params: Any, ctx: RequestContext) -> Any:
+        order.append(("request", params["n"]))
+        await anyio.lowlevel.checkpoint()
+        return None
+
+    async def note(params: Any) -> None:
+        order.append(("note", params["n"]))
+        await anyio.lowlevel.checkpoint()
+        if params["n"] == 9:
+            done.set()
+
+    m.table.requests["r"] = request
+    m.table.notifications["n"] = note
+    frames = []
+    for n in range(10):
+        if n % 2:
+            frames.append({"jsonrpc": "2.0", "method": "n", "params": {"n": n}})
+        else:
+            frames.append({"jsonrpc": "2.0", "id": n, "method": "r", "params": {"n": n}})
+    async with connected(m, dispatcher) as peer:
+        await peer.send_raw(b"".join(orjson.dumps(f) + b"\n" for f in frames))
+        await done.wait()
+    assert [n for _, n in order] == list(range(10))
 
 
 # --------------------------------------------------------------------------- the error boundary
