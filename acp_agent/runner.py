@@ -11,16 +11,17 @@ It owns process-level concerns only; the protocol lives in :mod:`acp_agent.serve
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 
 from ._loop import Backend, run
 from .agent import Agent
-from .server import AcpServer, BusyPolicy
+from .options import ServerOptions
+from .server import AcpServer
 from .store import LazyStore, SessionStore, open_store
 from .transport import StdioTransport, reserve_stdout
 
@@ -60,13 +61,8 @@ async def serve_stdio(
     store: SessionStore | str | None = None,
     write_fd: int = 1,
     read_fd: int = 0,
-    busy_policy: BusyPolicy = "reject",
-    turn_timeout: float | None = None,
     lease_timeout: float | None = None,
-    allow_outside_roots: bool = False,
-    max_line: int = 64 * 1024 * 1024,
-    dispatcher: Any = None,
-    unstable: bool = False,
+    options: ServerOptions | None = None,
 ) -> None:
     """Serve ``agent`` on the given descriptors until EOF or SIGTERM."""
     opened = store if store is not None and not isinstance(store, str) else None
@@ -80,16 +76,7 @@ async def serve_stdio(
         )
     )
     transport = StdioTransport(read_fd, write_fd)
-    server = AcpServer(
-        agent,
-        the_store,
-        busy_policy=busy_policy,
-        turn_timeout=turn_timeout,
-        allow_outside_roots=allow_outside_roots,
-        max_line=max_line,
-        dispatcher=dispatcher,
-        unstable=unstable,
-    )
+    server = AcpServer(agent, the_store, options)
     try:
         async with anyio.create_task_group() as tg:
             serving = anyio.CancelScope()
@@ -110,11 +97,19 @@ async def serve_stdio(
                 await the_store.aclose()
 
 
-def run_agent(agent: Agent, *, backend: Backend = "auto", **options: Any) -> int:
+def run_agent(
+    agent: Agent,
+    *,
+    backend: Backend = "auto",
+    store: SessionStore | str | None = None,
+    lease_timeout: float | None = None,
+    options: ServerOptions | None = None,
+) -> int:
     """Serve ``agent`` over this process's stdin/stdout; returns the exit code (0)."""
     reservation = reserve_stdout()
+    serve = functools.partial(serve_stdio, agent, store=store, options=options)
     try:
-        run(lambda: serve_stdio(agent, write_fd=reservation.fd, **options), backend=backend)
+        run(lambda: serve(write_fd=reservation.fd, lease_timeout=lease_timeout), backend=backend)
     finally:
         reservation.restore()
     return 0

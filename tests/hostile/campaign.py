@@ -37,6 +37,7 @@ from tests.helpers.wire_client import FULL_CAPS, ProcessClient, spawn
 AGENT = """
 import random, sys
 from acp_agent import run_agent
+from acp_agent.options import ServerOptions
 from acp_agent.reference import ReferenceAgent
 from acp_agent.store import LazyStore, open_store
 
@@ -54,7 +55,7 @@ class FailingStore:
 
 db, rate, seed = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 store = FailingStore(LazyStore(lambda: open_store(db)), rate, seed)
-sys.exit(run_agent(ReferenceAgent(), store=store, busy_policy=sys.argv[4]))
+sys.exit(run_agent(ReferenceAgent(), store=store, options=ServerOptions(busy_policy=sys.argv[4])))
 """
 
 PROMPTS = [
