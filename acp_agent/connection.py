@@ -170,12 +170,6 @@ class AgentSession:
                 if self._trace is not None:
                     ctx.started = self._trace.now()
                     self._trace.request(req.method, req.id, req.params)
-                prepare = self._table.prepare.get(req.method)
-                if prepare is not None:
-                    try:
-                        prepare(req.params, ctx)
-                    except Exception:  # the handler will meet the same input and answer
-                        log.exception("prepare hook for %r failed", req.method)
                 await self._start(tg, self._run_request, req, ctx)
             elif isinstance(event, Notification):
                 await self._on_notification(event, tg)
@@ -214,14 +208,7 @@ class AgentSession:
     async def _on_notification(self, note: Notification, tg: anyio.abc.TaskGroup) -> None:
         if self._trace is not None:
             self._trace.notification(note.method, note.params)
-        inline = self._table.inline.get(note.method)
-        if inline is not None:
-            try:
-                inline(note.params)
-            except Exception:
-                log.exception("notification handler for %r failed", note.method)
-        else:
-            await self._start(tg, self._run_notification, note)
+        await self._start(tg, self._run_notification, note)
 
     # ------------------------------------------------------------------ inbound
 
@@ -234,15 +221,11 @@ class AgentSession:
     ) -> None:
         outcome: tuple[bool, Any] | None = None
         try:
-            # A request with a cancel hook (a claimed prompt turn) is cancelled through
-            # it and answers for itself: it needs no scope of its own.
-            if ctx.cancel_hook is not None:
+            # A handler that catches its scope's cancel and returns answers with that
+            # (a prompt turn answers ``cancelled``).
+            with ctx.scope:
                 task_status.started()
                 outcome = await self._outcome(req, ctx)
-            else:
-                with ctx.scope:
-                    task_status.started()
-                    outcome = await self._outcome(req, ctx)
             if outcome is None:  # the scope was cancelled: $/cancel_request or shutdown
                 outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
         finally:

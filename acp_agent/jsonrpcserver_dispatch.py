@@ -27,18 +27,19 @@ from typing import Any
 from .connection import MethodTable, NativeDispatcher, RequestContext
 from .errors import RequestError
 
-#: the key under which the routed method leaves the name of the call to make
-_ROUTED = "jsonrpcserver.routed"
-
 
 class _Methods(Mapping[str, Any]):
-    """Every method name maps to one routing step that records the name to call."""
+    """Every method name maps to one routing step that records the name to call
+    (read back at once: routing does not wait, so two requests never mix)."""
+
+    def __init__(self) -> None:
+        self.routed: str | None = None
 
     def __getitem__(self, name: str) -> Any:
         from jsonrpcserver import Success
 
         def routed(ctx: RequestContext, /, *args: Any, **kwargs: Any) -> Any:
-            ctx.state[_ROUTED] = name
+            self.routed = name
             return Success(None)
 
         return routed
@@ -63,6 +64,7 @@ class JsonRpcServerDispatcher:
         from jsonrpcserver import dispatch_to_serializable
 
         request: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": ctx.id}
+        self._methods.routed = None
         if params is not None:
             request["params"] = params
         response = dispatch_to_serializable(
@@ -72,7 +74,7 @@ class JsonRpcServerDispatcher:
             deserializer=lambda _text: request,
             validator=lambda deserialized: deserialized,
         )
-        routed = ctx.state.pop(_ROUTED, None)
+        routed = self._methods.routed
         if isinstance(response, dict) and "error" in response:
             err = response["error"]
             raise RequestError(err["message"], err.get("data"), code=err["code"])
