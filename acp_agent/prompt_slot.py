@@ -30,10 +30,6 @@ class SlotState(enum.Enum):
     ACTIVE = "active"
     CLOSED = "closed"
 
-    # Members are unique objects compared by identity: hash them so too (Enum's own hash is
-    # a Python call, and the table below is looked up on every prompt).
-    __hash__ = object.__hash__
-
 
 class SlotEvent(enum.Enum):
     START = "start"  # a session/prompt wants the slot
@@ -44,8 +40,6 @@ class SlotEvent(enum.Enum):
     TIMEOUT = "timeout"  # the active turn ran past its time limit
     CLOSE = "close"  # session/close, session/delete
     SHUTDOWN = "shutdown"  # the connection ends (end of input, a signal, a dropped client)
-
-    __hash__ = object.__hash__  # as SlotState's
 
 
 # The whole rule set. A missing (state, event) pair is an IllegalTransition.
@@ -102,7 +96,7 @@ class PromptSlot:
     def __init__(self) -> None:
         self._state = SlotState.IDLE
         self._turn: Turn | None = None
-        self._line: deque[anyio.Event] | None = None  # made by the first waiter
+        self._line: deque[anyio.Event] = deque()
 
     @property
     def waiting(self) -> bool:
@@ -116,8 +110,6 @@ class PromptSlot:
             return None
         self._state = next_state(self._state, SlotEvent.QUEUE)
         waiter = anyio.Event()
-        if self._line is None:
-            self._line = deque()
         self._line.append(waiter)
         return waiter
 
@@ -125,7 +117,7 @@ class PromptSlot:
         """Leave the line: having the slot now (``pass_on`` False), or giving up, in
         which case a wake-up it had goes to the next in line."""
         line = self._line
-        if not line or waiter not in line:
+        if waiter not in line:
             return
         self._state = next_state(self._state, SlotEvent.LEAVE)
         was_first = line[0] is waiter
@@ -187,8 +179,8 @@ class PromptSlot:
         turn = self._turn
         self._state = next_state(self._state, event)
         self._turn = None
-        line, self._line = self._line, None
-        for waiter in line or ():
+        line, self._line = self._line, deque()
+        for waiter in line:
             waiter.set()
         return turn
 
@@ -211,25 +203,19 @@ class Turn:
     ``cancelled``, or, when the time limit came first, None (an error answer).
     """
 
-    __slots__ = ("_done", "_stop_reason", "cancel_reason", "finished", "scope", "turn_id")
+    __slots__ = ("_stop_reason", "cancel_reason", "done", "scope", "turn_id")
 
-    def __init__(self, turn_id: str, scope: anyio.CancelScope | None = None) -> None:
+    def __init__(self, turn_id: str) -> None:
         self.turn_id = turn_id
-        self.scope = scope if scope is not None else anyio.CancelScope()
+        self.scope = anyio.CancelScope()
         self.cancel_reason: CancelReason | None = None
-        self._done: anyio.Event | None = None  # made for the first waiter, if any
-        #: whether :meth:`finish` has run (set only by it; an attribute, read every turn)
-        self.finished = False
+        #: set once :meth:`finish` has run
+        self.done = anyio.Event()
         self._stop_reason: str | None = None
 
     @property
-    def done(self) -> anyio.Event:
-        """Set once :meth:`finish` has run."""
-        if self._done is None:
-            self._done = anyio.Event()
-            if self.finished:
-                self._done.set()
-        return self._done
+    def finished(self) -> bool:
+        return self.done.is_set()
 
     @property
     def cancelled(self) -> bool:
@@ -269,15 +255,13 @@ class Turn:
         """
         if self.finished:
             raise IllegalTransition("turn", "finished", "finish")
-        self.finished = True
         if self.cancelled:
             self._stop_reason = "cancelled"
         elif self.timed_out:
             self._stop_reason = None
         else:
             self._stop_reason = stop_reason
-        if self._done is not None:
-            self._done.set()
+        self.done.set()
         return self._stop_reason
 
     @property
