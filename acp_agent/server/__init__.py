@@ -13,9 +13,9 @@ what it needs, and builds the method table from the generated one
 * :mod:`.modes` — modes and config options kept in step;
 * :mod:`.unstable` — ``session/fork`` and ``session/set_title``, only with ``unstable``.
 
-Requests that change one session (:data:`ORDERED_METHODS`) apply one at a time, in
-arrival order (:mod:`.ordering`); requests other than ``initialize`` that arrive before
-it are refused with ``-32600``. The store is fed by :mod:`acp_agent.persistence`.
+Requests that change one session apply one at a time, in arrival order
+(:mod:`.ordering`); requests other than ``initialize`` that arrive before it are
+refused with ``-32600``. The store is fed by :mod:`acp_agent.persistence`.
 
 It does not read or write bytes (that is :class:`~acp_agent.connection.AgentSession`)
 and does not know concrete transports or agents.
@@ -23,8 +23,8 @@ and does not know concrete transports or agents.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Final
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -35,7 +35,7 @@ from ..dispatch import NotificationFn, RequestFn
 from ..errors import METHOD_NOT_FOUND, RequestError
 from ..options import BusyPolicy, ServerOptions
 from ..persistence import Persister
-from ..protocol.methods import AGENT_METHODS, METHODS
+from ..protocol.methods import AGENT_METHODS
 from ..session import Session
 from ..store import DEFAULT_OWNER, MemorySessionStore, SessionStore
 from ..transport import Transport
@@ -49,21 +49,6 @@ from .owners import SessionOwners
 from .params import CLOSE_GRACE, log, session_id_of
 from .turns import Turns
 from .unstable import UNSTABLE_METHODS, UnstableMethods
-
-#: requests applied one at a time per session, in arrival order (see ordering)
-ORDERED_METHODS: Final = frozenset(
-    {
-        "session/load",
-        "session/resume",
-        "session/close",
-        "session/delete",
-        "session/set_mode",
-        "session/set_config_option",
-    }
-)
-#: the methods that need no ``initialize`` first, or check it themselves (a prompt
-#: takes its place in line before it checks)
-UNGATED: Final = frozenset({"initialize", "session/prompt", "session/cancel"})
 
 
 class AcpServer:
@@ -122,46 +107,32 @@ class AcpServer:
 
     # ------------------------------------------------------------------ the table
 
-    def handlers(self) -> dict[str, Callable[..., Awaitable[Any]]]:
-        """Method name -> the part's callable that serves it."""
-        life, modes, turns, hand = self._lifecycle, self._modes, self._turns, self._handshake
-        handlers: dict[str, Callable[..., Awaitable[Any]]] = {
-            "initialize": hand.initialize,
-            "authenticate": hand.authenticate,
-            "logout": hand.logout,
-            "session/new": life.new_session,
-            "session/load": life.load_session,
-            "session/resume": life.resume_session,
-            "session/list": life.list_sessions,
-            "session/close": life.close_session,
-            "session/delete": life.delete_session,
-            "session/set_mode": modes.set_mode,
-            "session/set_config_option": modes.set_config_option,
-            "session/prompt": turns.prompt,
-            "session/cancel": turns.cancel,
-        }
-        if self.options.unstable:
-            handlers["session/fork"] = self._unstable.fork_session
-            handlers["session/set_title"] = self._unstable.set_title
-        return handlers
-
     def method_table(self) -> MethodTable:
-        """Every agent method of the generated table, gated and ordered as it must be."""
-        handlers = self.handlers()
-        requests: dict[str, RequestFn] = {}
-        notifications: dict[str, NotificationFn] = {}
-        names = sorted(AGENT_METHODS | (set(UNSTABLE_METHODS) if self.options.unstable else set()))
-        for name in names:
-            fn = handlers[name]  # a method of the schema with no handler fails here
-            spec = METHODS.get(name)
-            if spec is not None and spec.kind == "notification":
-                notifications[name] = fn
-            elif name in ORDERED_METHODS:
-                requests[name] = self._ordered(fn)
-            elif name in UNGATED:
-                requests[name] = fn
-            else:
-                requests[name] = self._gated(fn)
+        """Every agent method of the generated table (and, with ``unstable``, the unstable
+        ones) mapped to the part that serves it, gated and ordered as it must be."""
+        life, modes, turns, hand = self._lifecycle, self._modes, self._turns, self._handshake
+        handlers: dict[str, RequestFn] = {
+            "initialize": hand.initialize,
+            "authenticate": self._gated(hand.authenticate),
+            "logout": self._gated(hand.logout),
+            "session/new": self._gated(life.new_session),
+            "session/load": self._ordered(life.load_session),
+            "session/resume": self._ordered(life.resume_session),
+            "session/list": self._gated(life.list_sessions),
+            "session/close": self._ordered(life.close_session),
+            "session/delete": self._ordered(life.delete_session),
+            "session/set_mode": self._ordered(modes.set_mode),
+            "session/set_config_option": self._ordered(modes.set_config_option),
+            "session/prompt": turns.prompt,  # takes its place in line, then checks
+        }
+        names = set(AGENT_METHODS)
+        if self.options.unstable:
+            handlers["session/fork"] = self._gated(self._unstable.fork_session)
+            handlers["session/set_title"] = self._gated(self._unstable.set_title)
+            names.update(UNSTABLE_METHODS)
+        notifications: dict[str, NotificationFn] = {"session/cancel": turns.cancel}
+        # (a method of the generated table that no part serves fails here, at once)
+        requests = {name: handlers[name] for name in names if name not in notifications}
         return MethodTable(
             requests=requests,
             notifications=notifications,
