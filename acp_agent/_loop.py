@@ -1,31 +1,27 @@
-"""The event loop: which one runs, and plain callbacks on it, whichever it is.
+"""The event loop: which one runs.
 
 ``run`` starts a coroutine function on a named backend: ``asyncio`` (the standard library's
 loop), ``uvloop`` (asyncio on libuv, a dependency where it builds: Linux and macOS), ``trio``,
-or ``auto``, the default: uvloop when it is installed, else asyncio.
+or ``auto``, the default: uvloop when it is installed, else asyncio. This is the one module
+that names the backends; everything else runs on anyio.
 
-anyio offers tasks and events; this module owns the two smaller things the hot paths need:
-a callback run on the loop's next pass (no task, no wake-up of one: about a tenth of the
-cost on asyncio), a way for a worker thread to hand a callback to the loop without
-waiting for it to run, and the cheap one-shot event a caller waits on for an answer.
-It knows nothing of what the callbacks do.
+It knows nothing of what runs on the loop. (``soon``, ``later``, ``threadsafe_soon`` and
+``thread_result`` are left for ``persistence.py`` and ``store/`` only, and go when those
+stop using them.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 if TYPE_CHECKING:
     import asyncio
 
-    import anyio
 
 __all__ = [
     "BACKENDS",
     "Backend",
-    "CallWaiter",
-    "Flag",
     "Soon",
     "later",
     "run",
@@ -134,51 +130,3 @@ async def thread_result(submit: Callable[[Callable[[_T], object]], None]) -> _T:
     submit(lambda value: post(lambda: hand_over(value)))
     await done.wait()
     return box[0]
-
-
-class Flag:
-    """A one-shot event on a bare asyncio future: what ``anyio.Event`` does on asyncio,
-    for a fraction of the cost (one is made per outbound call). Set, it stays set, even
-    when a wait on it was cancelled first."""
-
-    __slots__ = ("_fut", "_set")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._fut: asyncio.Future[None] = loop.create_future()
-        self._set = False
-
-    def set(self) -> None:
-        self._set = True
-        if not self._fut.done():
-            self._fut.set_result(None)
-
-    def is_set(self) -> bool:
-        return self._set
-
-    async def wait(self) -> None:
-        if not self._set:
-            if self._fut.cancelled():  # an earlier wait was cancelled
-                self._fut = self._fut.get_loop().create_future()
-            await self._fut
-
-
-class CallWaiter:
-    """Where a caller waits for the answer to its request: a :class:`Flag` on asyncio
-    (``loop`` given), an ``anyio.Event`` elsewhere."""
-
-    __slots__ = ("error", "event", "result")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        if loop is None:
-            import anyio
-
-            self.event: Flag | anyio.Event = anyio.Event()
-        else:
-            self.event = Flag(loop)
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def settle(self, result: Any, error: BaseException | None) -> None:
-        self.result = result
-        self.error = error
-        self.event.set()

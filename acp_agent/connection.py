@@ -1,56 +1,61 @@
 """``AgentSession``: one JSON-RPC connection, where the sans-IO core meets I/O.
 
+The trip of one message::
+
+    transport.receive() -> bytes          one loop, reading one chunk at a time
+      Peer.receive_data(bytes) -> events  framing, decoding, answers to our calls
+      await tg.start(handler task)        one task per inbound request or notification
+        table[method](params, ctx)        the layer above's handler
+        self._outgoing.send(answer)       one bounded memory stream of frames
+      writer task -> transport.send()     the one place bytes are written
+
 One ``AgentSession`` serves one transport (one stdio pipe pair). It is *not* an ACP
 session (a ``sessionId``): those live in :mod:`acp_agent.session` and are routed by
 :mod:`acp_agent.server`.
 
 This module owns:
 
-* the receive loop (framing and decoding through :mod:`acp_agent.jsonrpc`), which
-  never waits on a handler: every inbound request and notification runs in a task of
-  its own, so ``session/cancel`` and the client's responses are read while a
-  ``session/prompt`` waits;
+* the receive loop, which never waits on a handler: every inbound request and
+  notification runs in a task of its own in the connection's task group, so
+  ``session/cancel`` and the client's answers are read while a ``session/prompt`` waits;
 * the ordering guarantee: each task is started with ``await task_group.start(...)``,
-  so a handler's code up to its first ``await`` (its first checkpoint) runs before
-  the next inbound message is read. Cooperative scheduling gives this on asyncio and
+  so a handler's code up to its first ``await`` (its first checkpoint) runs before the
+  next inbound message is looked at. Cooperative scheduling gives this on asyncio and
   trio alike. Whatever a handler must do in arrival order (take its place in a
   session's line, claim the prompt slot, apply ``session/cancel`` to the prompts read
   before it) it does before its first ``await``;
-* waiting for the client's answers to our outbound requests, with optional time
-  limits; ids, correlation, ``$/cancel_request`` both ways and the one exception ->
-  JSON-RPC error boundary are the sans-IO :class:`~acp_agent.jsonrpc.Peer`'s, and
-  every request is answered exactly once (:meth:`AgentSession._run_request`);
-* cancelling a request (``$/cancel_request``, shutdown) cancels its cancel scope: if
+* waiting for the client's answers to our requests (:class:`Reply`, an anyio event),
+  with optional time limits; ids, correlation and ``$/cancel_request`` both ways are
+  the sans-IO :class:`~acp_agent.jsonrpc.Peer`'s;
+* answering every inbound request exactly once (:meth:`AgentSession._run_request`):
+  cancelling a request (``$/cancel_request``, shutdown) cancels its cancel scope; if
   the handler catches that and returns a value, that value is the answer (a prompt
   answers ``stopReason: "cancelled"``), else the answer is ``-32800``;
-* shutdown: on EOF in-flight handlers are cancelled, pending outbound calls fail with
-  :class:`~acp_agent.errors.ConnectionClosed`, the last frames are flushed within a
-  bound.
+* the one write path: frames go into a bounded memory stream in the order they are
+  sent and one writer task hands them to the transport, joining what is waiting into
+  one write. A sender waits while the stream is full (back-pressure); a cancelled
+  sender never leaves half a frame on the wire;
+* shutdown: on EOF pending outbound calls fail with
+  :class:`~acp_agent.errors.ConnectionClosed`, in-flight handlers get a grace, are then
+  cancelled and answer, and the last frames are written within a bound.
 
-Writing is :class:`~acp_agent.outbox.Outbox`'s. The method table and its
-dispatch are :mod:`acp_agent.dispatch`'s. It knows nothing of ACP methods beyond
-``$/cancel_request``: the table comes from the layer above.
+The method table and its dispatch are :mod:`acp_agent.dispatch`'s. This module knows
+nothing of ACP methods beyond ``$/cancel_request``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from ._loop import CallWaiter, running_asyncio_loop
 from .dispatch import Dispatcher, MethodTable, NativeDispatcher, RequestContext
-from .errors import (
-    LINE_TOO_LONG,
-    REQUEST_CANCELLED,
-    CallTimeout,
-    ConnectionClosed,
-    OversizedLine,
-)
+from .errors import LINE_TOO_LONG, REQUEST_CANCELLED, CallTimeout, ConnectionClosed, OversizedLine
 from .jsonrpc import (
     CancelRequested,
     Event,
@@ -61,23 +66,45 @@ from .jsonrpc import (
     encode_error,
     encode_notification,
     encode_notification_json,
-    notification_json_parts,
     sniff_id,
 )
 from .jsonrpc.trace import Trace
-from .outbox import JOIN_LIMIT, Outbox
 from .transport import Transport
 
-if TYPE_CHECKING:
-    import asyncio
-
-__all__ = ["AgentSession", "Dispatcher", "MethodTable", "NativeDispatcher", "RequestContext"]
+__all__ = [
+    "AgentSession",
+    "Dispatcher",
+    "MethodTable",
+    "NativeDispatcher",
+    "Reply",
+    "RequestContext",
+]
 
 log = logging.getLogger("acp_agent.connection")
 
 FINISH_GRACE: Final = 0.2  # seconds in-flight handlers get to finish after EOF
 SHUTDOWN_GRACE: Final = 0.5  # seconds cancelled handlers get to answer on shutdown
 FLUSH_GRACE: Final = 1.0  # seconds the last writes may take
+WRITE_BUFFER: Final = 16  # frames waiting for the writer before senders wait
+JOIN_LIMIT: Final = 1 << 20  # waiting frames are joined into one write up to this size
+
+_CANCELLED: Final = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
+
+
+class Reply:
+    """Where the caller of one outbound request waits; the Peer settles it."""
+
+    __slots__ = ("error", "result", "settled")
+
+    def __init__(self) -> None:
+        self.settled = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def settle(self, result: Any, error: BaseException | None) -> None:
+        self.result = result
+        self.error = error
+        self.settled.set()
 
 
 class AgentSession:
@@ -95,15 +122,14 @@ class AgentSession:
         self._table = table
         self._dispatcher = dispatcher(table)
         self._max_line = max_line
-        self._peer: Peer[CallWaiter, RequestContext] = Peer(
+        self._peer: Peer[Reply, RequestContext] = Peer(
             lambda req: RequestContext(req.id, req.method), max_line=max_line
         )
-        self._out = Outbox(transport)
+        self._outgoing, self._to_write = anyio.create_memory_object_stream[bytes](WRITE_BUFFER)
+        self._written = anyio.Event()  # set when the writer has ended
         self._closed = False
-        self._loop: asyncio.AbstractEventLoop | None = None  # the asyncio loop, if any
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._idle: anyio.Event | None = None  # set when the last in-flight request ends
-        # lists, not deques: they stay short, and an empty deque costs 600 bytes
+        self._unanswered = 0  # request tasks whose answer is not yet queued
+        self._idle: anyio.Event | None = None  # set when _unanswered drops to 0
         #: debug lines for an operator (None unless acp_agent.rpc logs DEBUG)
         self._trace: Trace | None = Trace() if Trace.enabled() else None
         self._reading = anyio.CancelScope()  # cancelled by stop_reading
@@ -133,10 +159,8 @@ class AgentSession:
 
     async def serve(self) -> None:
         """Run until the peer closes the stream (EOF), then shut down cleanly."""
-        self._loop = running_asyncio_loop()
         async with anyio.create_task_group() as tg:
-            self._tg = tg
-            self._out.start(tg)
+            tg.start_soon(self._write_all, name="acp-writer")
             try:
                 with self._reading:
                     await self._receive_loop(tg)
@@ -144,7 +168,6 @@ class AgentSession:
                 with anyio.CancelScope(shield=True):
                     await self._shutdown()
                 tg.cancel_scope.cancel()
-        self._tg = None
 
     def stop_reading(self) -> None:
         """End input as EOF does (SIGTERM): in-flight requests get the same grace and
@@ -156,10 +179,12 @@ class AgentSession:
             try:
                 data = await self._transport.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await self._on_events(self._peer.receive_eof(), tg)
+                events = self._peer.receive_eof()
+                await self._on_events(events, tg)
                 return
-            await self._on_events(self._peer.receive_data(data), tg)
-            del data
+            events = self._peer.receive_data(data)
+            del data  # a 50 MiB chunk is not kept alive while its handler runs
+            await self._on_events(events, tg)
 
     async def _on_events(
         self, events: list[Event[RequestContext]], tg: anyio.abc.TaskGroup
@@ -172,43 +197,35 @@ class AgentSession:
                     self._trace.request(req.method, req.id, req.params)
                 await self._start(tg, self._run_request, req, ctx)
             elif isinstance(event, Notification):
-                await self._on_notification(event, tg)
+                if self._trace is not None:
+                    self._trace.notification(event.method, event.params)
+                await self._start(tg, self._run_notification, event)
             elif isinstance(event, CancelRequested):
                 if not event.context.cancelled:
                     event.context.cancel()
             elif isinstance(event, OversizedLine):
                 log.error("discarded an input line: %s", event)
-                # Answer the request with its own id when its head shows one, so the
+                # Answered with the request's own id when its head shows one, so the
                 # client is not left waiting; else with id null.
-                self._out.enqueue(
-                    encode_error(
-                        sniff_id(event.head),
-                        LINE_TOO_LONG,
-                        f"Message exceeds the {self._max_line}-byte line limit",
-                    )
-                )
+                limit = f"Message exceeds the {self._max_line}-byte line limit"
+                await self._write_shielded(encode_error(sniff_id(event.head), LINE_TOO_LONG, limit))
             else:
                 if self._trace is not None:
                     self._trace.invalid(event.id, event.code, event.message, event.answerable)
                 if event.answerable:
-                    self._out.enqueue(encode_error(event.id, event.code, event.message))
+                    await self._write_shielded(encode_error(event.id, event.code, event.message))
                 else:
                     log.warning("ignored an invalid notification: %s", event.message)
 
     @staticmethod
     async def _start(tg: anyio.abc.TaskGroup, fn: Callable[..., Any], *args: Any) -> None:
-        """Start ``fn(*args)`` as a task and let it run to its first ``await`` before
-        the next message is looked at: that is how arrival order is kept.
+        """Start ``fn(*args)`` and let it run to its first ``await`` before the next
+        message is looked at: that is how arrival order is kept.
 
         Shielded: a task cancelled before its first step would never run (nor answer).
         """
         with anyio.CancelScope(shield=True):
             await tg.start(fn, *args)
-
-    async def _on_notification(self, note: Notification, tg: anyio.abc.TaskGroup) -> None:
-        if self._trace is not None:
-            self._trace.notification(note.method, note.params)
-        await self._start(tg, self._run_notification, note)
 
     # ------------------------------------------------------------------ inbound
 
@@ -220,35 +237,32 @@ class AgentSession:
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         outcome: tuple[bool, Any] | None = None
+        self._unanswered += 1
         try:
             # A handler that catches its scope's cancel and returns answers with that
             # (a prompt turn answers ``cancelled``).
             with ctx.scope:
                 task_status.started()
                 outcome = await self._outcome(req, ctx)
-            if outcome is None:  # the scope was cancelled: $/cancel_request or shutdown
-                outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
         finally:
-            if outcome is None:  # cancelled from outside (connection shutting down)
-                outcome = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
-            frame = self._peer.send_answer(req.id, outcome)
-            if not self._peer.inflight_count and self._idle is not None:
+            # outcome is None when the scope or the connection cancelled the handler
+            frame = self._peer.send_answer(req.id, outcome or _CANCELLED)
+            await self._write_shielded(frame)
+            self._unanswered -= 1
+            if not self._unanswered and self._idle is not None:
                 self._idle.set()
-            # With follow-ups (e.g. the commands after session/new) the answer waits
-            # for them, so both reach the client in one write, before it acts on either.
-            self._out.enqueue(frame, urgent=not ctx.after_response)
             if self._trace is not None:
-                self._trace.answered(req.method, req.id, req.params, ctx.started, outcome)
-        if ctx.after_response:
+                self._trace.answered(
+                    req.method, req.id, req.params, ctx.started, outcome or _CANCELLED
+                )
+        for callback in ctx.after_response:
             try:
-                for callback in ctx.after_response:
-                    await callback()
+                await callback()
             except ConnectionClosed:
-                pass  # the client went away after its answer: a normal end
+                return  # the client went away after its answer: a normal end
             except Exception:
                 log.exception("follow-up of %r failed", req.method)
-            finally:
-                self._out.kick()
+                return
 
     async def _outcome(self, req: Request, ctx: RequestContext) -> tuple[bool, Any]:
         """The handler's result, or the error it raised as its wire form."""
@@ -277,28 +291,12 @@ class AgentSession:
     # ------------------------------------------------------------------ outbound
 
     async def notify(self, method: str, params: Any) -> None:
-        """Send a notification. Waits only when the client reads too slowly."""
-        if self._closed:
-            raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
-        self._out.enqueue(encode_notification(method, params))
-        if self._out.due():
-            await self._out.pace()
+        """Send a notification. Waits while the writer is behind (back-pressure)."""
+        await self._write(method, encode_notification(method, params))
 
     async def notify_json(self, method: str, params_json: bytes) -> None:
         """:meth:`notify` with params already encoded as JSON (spliced in as they are)."""
-        if self._closed:
-            raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
-        if len(params_json) > JOIN_LIMIT:
-            # A large frame is queued as three pieces, written one after the other,
-            # rather than copied whole into one frame.
-            head, tail = notification_json_parts(method)
-            self._out.enqueue(head)
-            self._out.enqueue(params_json)
-            self._out.enqueue(tail)
-        else:
-            self._out.enqueue(encode_notification_json(method, params_json))
-        if self._out.due():
-            await self._out.pace()
+        await self._write(method, encode_notification_json(method, params_json))
 
     async def call(self, method: str, params: Any, *, timeout: float | None = None) -> Any:
         """Send a request and wait for its response (no time limit unless given).
@@ -308,44 +306,95 @@ class AgentSession:
         :class:`CallTimeout` past ``timeout``, :class:`ConnectionClosed` if the
         connection ends first.
         """
-        if self._closed:
-            raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
-        waiter = CallWaiter(self._loop)
-        request_id, frame = self._peer.send_request(method, params, waiter)
-        self._out.enqueue(frame, urgent=True)
+        reply = Reply()
+        request_id, frame = self._peer.send_request(method, params, reply)
         trace = self._trace
         started = trace.now() if trace is not None else 0.0
         try:
-            if timeout is None:
-                await waiter.event.wait()
-            else:
-                with anyio.move_on_after(timeout) as scope:
-                    await waiter.event.wait()
-                if scope.cancelled_caught and not waiter.event.is_set():
-                    self._abandon(request_id)
-                    raise CallTimeout(method, timeout)
+            await self._write(method, frame)
+            with anyio.move_on_after(timeout):
+                await reply.settled.wait()
+            if timeout is not None and not reply.settled.is_set():
+                raise CallTimeout(method, timeout)
         except BaseException as exc:
-            if not waiter.event.is_set():
-                self._abandon(request_id)
+            if not reply.settled.is_set():
+                await self._abandon(request_id)
             if trace is not None:
                 trace.called(method, request_id, params, started, type(exc).__name__)
             raise
         if trace is not None:
-            error = waiter.error
+            error = reply.error
             outcome = "ok" if error is None else f"error {getattr(error, 'code', error)}"
             trace.called(method, request_id, params, started, outcome)
-        if waiter.error is not None:
-            raise waiter.error
-        return waiter.result
+        if reply.error is not None:
+            raise reply.error
+        return reply.result
 
-    def _abandon(self, request_id: int) -> None:
+    async def _abandon(self, request_id: int) -> None:
         frame = self._peer.send_cancel(request_id)
         if frame is not None and not self._closed:
-            self._out.enqueue(frame, urgent=True)
+            await self._write_shielded(frame)
 
-    async def flush(self) -> None:
-        """Wait until everything enqueued so far has been written (not just taken)."""
-        await self._out.flush()
+    async def _write(self, method: str, frame: bytes) -> None:
+        """Queue ``frame`` for the writer; ConnectionClosed once the connection ends."""
+        if self._closed:
+            raise ConnectionClosed(f"cannot send {method!r}: the connection is closed")
+        try:
+            await self._queue(frame)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise ConnectionClosed(f"cannot send {method!r}: the connection is closed") from None
+
+    async def _write_shielded(self, frame: bytes) -> None:
+        """Queue an answer; dropped only once writing has ended."""
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self._queue(frame)
+
+    async def _queue(self, frame: bytes) -> None:
+        """Put ``frame`` behind every frame queued before it. Waits only while the
+        stream is full, and then shielded: a frame asked for is written (or the
+        connection is gone), never lost to a cancellation, so a session's history
+        holds what the client saw; a cancellation is raised once it is queued."""
+        try:
+            self._outgoing.send_nowait(frame)
+        except anyio.WouldBlock:
+            with anyio.CancelScope(shield=True):
+                await self._outgoing.send(frame)
+            await anyio.lowlevel.checkpoint_if_cancelled()
+
+    async def _write_all(self) -> None:
+        """The writer: frames in order, what waits joined into one write (up to
+        ``JOIN_LIMIT``). Once the client stops reading, the rest is dropped."""
+        failed = False
+        held: bytes | None = None  # taken from the stream but too big to join
+        try:
+            async with self._to_write:
+                while True:
+                    if held is None:
+                        try:
+                            held = await self._to_write.receive()
+                        except anyio.EndOfStream:
+                            return
+                    batch, size, held = [held], len(held), None
+                    while size < JOIN_LIMIT:
+                        try:
+                            frame = self._to_write.receive_nowait()
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                        if size + len(frame) > JOIN_LIMIT:
+                            held = frame
+                            break
+                        batch.append(frame)
+                        size += len(frame)
+                    if failed:
+                        continue
+                    try:
+                        await self._transport.send(batch[0] if len(batch) == 1 else b"".join(batch))
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                        # The client vanished. Handlers unwind as usual; output is dropped.
+                        log.warning("the client stopped reading (%s); output is dropped", exc)
+                        failed = True
+        finally:
+            self._written.set()
 
     # ------------------------------------------------------------------ shutdown
 
@@ -357,7 +406,7 @@ class AgentSession:
         # closed its end (a piped "initialize, session/new"), then are cancelled and
         # get a moment more to answer.
         for grace, cancel in ((FINISH_GRACE, False), (SHUTDOWN_GRACE, True)):
-            if not self._peer.inflight_count:
+            if not self._unanswered:
                 break
             if cancel:
                 for ctx in self._peer.inflight:
@@ -365,5 +414,6 @@ class AgentSession:
             self._idle = anyio.Event()
             with anyio.move_on_after(grace):
                 await self._idle.wait()
+        self._outgoing.close()  # the writer ends once it has written what is queued
         with anyio.move_on_after(FLUSH_GRACE):
-            await self.flush()
+            await self._written.wait()

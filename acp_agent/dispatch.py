@@ -66,9 +66,10 @@ NotificationFn = Callable[[Any], Awaitable[None]]
 class MethodTable:
     """The methods a connection serves. ``fallback_*`` take the method name first.
 
-    Order: every handler runs to its first ``await`` before the next frame is read
-    (see :mod:`acp_agent.connection`), so what it does before that happens in arrival
-    order: a ``session/cancel`` applies exactly to the prompts read before it.
+    Order: every handler runs in a task of its own, started in arrival order; its
+    code up to its first ``await`` runs before the next message is read (see
+    :mod:`acp_agent.connection`), so a ``session/cancel`` applies exactly to the
+    prompts read before it.
     """
 
     requests: dict[str, RequestFn] = field(default_factory=dict)

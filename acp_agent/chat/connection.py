@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from acp_agent._loop import CallWaiter
+from acp_agent.connection import Reply
 from acp_agent.errors import REQUEST_CANCELLED, ConnectionClosed, OversizedLine
 from acp_agent.jsonrpc import (
     CancelRequested,
@@ -65,7 +65,7 @@ class ClientConnection:
     def __init__(self, transport: Transport, handlers: ClientHandlers) -> None:
         self._transport = transport
         self._handlers = handlers
-        self._peer: Peer[CallWaiter, anyio.CancelScope] = Peer(lambda _: anyio.CancelScope())
+        self._peer: Peer[Reply, anyio.CancelScope] = Peer(lambda _: anyio.CancelScope())
         self._closed = False
 
     @property
@@ -130,11 +130,11 @@ class ClientConnection:
         """Send a request and wait for its result; an error answer raises ``RequestError``."""
         if self._closed:
             raise ConnectionClosed(f"cannot send {method!r}: the agent is gone")
-        waiter = CallWaiter(None)
+        waiter = Reply()
         request_id, frame = self._peer.send_request(method, params, waiter)
         await self._send(frame)
         try:
-            await waiter.event.wait()
+            await waiter.settled.wait()
         except BaseException:
             cancel = self._peer.send_cancel(request_id)
             if cancel is not None and not self._closed:

@@ -4,7 +4,7 @@ This module owns :class:`MessageLink`, the adapter between a remote connection (
 WebSocket, or the POSTs and SSE stream of Streamable HTTP) and the per-connection
 server, which reads and writes newline-delimited JSON through the ordinary
 :class:`~acp_agent.transport.Transport` interface (the in-memory transport works the
-same way). The server side sees ``receive``/``send``/``try_send``/``aclose``; the
+same way). The server side sees ``receive``/``send``/``aclose``; the
 remote side hands in one message at a time (:meth:`deliver`), ends the input like a
 pipe reaching EOF (:meth:`end_input`) and takes the server's messages one by one
 (:meth:`next_batch`).
@@ -35,7 +35,7 @@ BUFFER = 64
 
 
 class MessageLink:
-    """A ``Transport`` (plus ``try_send``) for the server; the remote side's methods below."""
+    """A ``Transport`` for the server; the remote side's methods below."""
 
     __slots__ = (
         "_ended",
@@ -79,16 +79,6 @@ class MessageLink:
             await anyio.lowlevel.checkpoint()
             return
         await self._out_send.send(bytes(data))
-
-    def try_send(self, data: bytes) -> int:
-        """Take ``data`` now if there is room (all of it), else nothing (0)."""
-        if not data:
-            return 0
-        try:
-            self._out_send.send_nowait(bytes(data))
-        except (anyio.WouldBlock, anyio.BrokenResourceError):
-            return 0
-        return len(data)
 
     async def aclose(self) -> None:
         self._out_send.close()

@@ -10,14 +10,12 @@ opaque bytes in both directions, and higher layers give them meaning.
 
 from __future__ import annotations
 
-from .base import DirectSend, PushReceive, Transport
+from .base import Transport
 from .memory import MemoryTransport, memory_pair
 from .stdio import StdioTransport, StdoutReservation, reserve_stdout
 
 __all__ = [
-    "DirectSend",
     "MemoryTransport",
-    "PushReceive",
     "StdioTransport",
     "StdoutReservation",
     "Transport",

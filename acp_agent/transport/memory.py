@@ -43,17 +43,6 @@ class MemoryTransport:
             return
         await self._send_stream.send(bytes(data))
 
-    def try_send(self, data: bytes) -> int:
-        """Hand ``data`` over now if the buffer has room; return how much was taken
-        (all of it, or 0)."""
-        if not data:
-            return 0
-        try:
-            self._send_stream.send_nowait(bytes(data))
-        except anyio.WouldBlock:
-            return 0
-        return len(data)
-
     async def send_eof(self) -> None:
         """End our direction only: the peer's ``receive`` raises ``EndOfStream``
         after the data already sent; we can still receive."""

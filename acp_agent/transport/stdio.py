@@ -7,9 +7,8 @@ This module owns two things:
   ``os.read`` / ``os.write`` directly and, when the kernel says "would block",
   waits with ``anyio.wait_readable`` / ``anyio.wait_writable``. That needs no
   worker threads and works on asyncio and trio alike. It is POSIX-only: on
-  Windows those waits do not support pipes. On asyncio, ``receive_each`` keeps
-  one reader registered on the event loop and hands each chunk over from its
-  callback, saving a task switch and two ``epoll_ctl`` calls per chunk.
+  Windows those waits do not support pipes. Every read fills one buffer kept for
+  the transport's life.
 - :func:`reserve_stdout`: moves the protocol's stdout out of reach of everything
   else in the process (``print``, logging, C libraries, child processes), so
   that nothing but protocol frames is ever written to the real stdout.
@@ -25,17 +24,11 @@ import logging
 import os
 import stat
 import sys
-from collections.abc import Callable
 from types import TracebackType
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, Any, Final
 
 import anyio
 import anyio.lowlevel
-
-from .._loop import running_asyncio_loop
-
-if TYPE_CHECKING:
-    import asyncio
 
 __all__ = ["StdioTransport", "StdoutReservation", "reserve_stdout"]
 
@@ -88,12 +81,10 @@ class StdioTransport:
         self._chunk_size = chunk_size
         self._closefd = closefd
         self._send_lock = anyio.Lock()
-        self._senders = 0  # sends holding or waiting for the lock: try_send waits for them
         self._saved_blocking: dict[int, bool] = {}
         self._receiving = False
         self._closed = False
         self._torn = False
-        self._push: asyncio.Future[None] | None = None  # receive_each's, on asyncio
         self._buffer = memoryview(bytearray(chunk_size))  # what every read fills
 
     def _read_some(self, fd: int) -> bytes:
@@ -156,120 +147,19 @@ class StdioTransport:
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             return data
 
-    async def receive_each(self, consumer: Callable[[bytes], None]) -> None:
-        """Hand each chunk to ``consumer`` until end of input (see ``PushReceive``)."""
-        if self._receiving:
-            raise anyio.BusyResourceError("receiving from")
-        loop = running_asyncio_loop()
-        if (
-            loop is not None
-            and not self._closed
-            and self._pollable()
-            and await self._receive_pushed(loop, consumer)
-        ):
-            return
-        while True:
-            try:
-                data = await self.receive()
-            except anyio.EndOfStream:
-                return
-            consumer(data)
-
-    def _pollable(self) -> bool:
-        # Not a regular file: epoll refuses those (and reading one never blocks).
-        try:
-            return not stat.S_ISREG(os.fstat(self._read_fd).st_mode)
-        except OSError:
-            return False
-
-    async def _receive_pushed(
-        self, loop: asyncio.AbstractEventLoop, consumer: Callable[[bytes], None]
-    ) -> bool:
-        """Feed ``consumer`` from a persistent reader; False if the descriptor cannot
-        be watched (``/dev/null``: epoll refuses it, and reading it never blocks)."""
-        fd = self._read_fd
-        done: asyncio.Future[None] = loop.create_future()
-
-        def stop(exc: BaseException | None = None) -> None:
-            loop.remove_reader(fd)
-            if not done.done():
-                if exc is None:
-                    done.set_result(None)
-                else:
-                    done.set_exception(exc)
-
-        def on_readable() -> None:
-            if done.done():
-                return
-            try:
-                data = self._read_some(fd)
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                stop(anyio.BrokenResourceError(f"reading fd {fd} failed: {exc}"))
-                return
-            if not data:
-                stop()
-                return
-            try:
-                consumer(data)
-            except BaseException as exc:
-                stop(exc)
-
-        self._make_nonblocking(fd)
-        try:
-            loop.add_reader(fd, on_readable)
-        except OSError:
-            return False
-        self._receiving = True
-        self._push = done
-        try:
-            await done
-        finally:
-            loop.remove_reader(fd)
-            self._push = None
-            self._receiving = False
-        return True
-
     async def send(self, data: bytes) -> None:
         """Write all of ``data``, waiting while the descriptor is full."""
-        self._senders += 1
-        try:
-            async with self._send_lock:
-                if self._closed:
-                    raise anyio.ClosedResourceError
-                if self._torn:
-                    raise anyio.BrokenResourceError(
-                        "an earlier send stopped part-way through; the byte stream is torn"
-                    )
-                fd = self._write_fd
-                self._make_nonblocking(fd)
-                with memoryview(data) as view:
-                    await self._write_all(fd, view)
-        finally:
-            self._senders -= 1
-
-    def try_send(self, data: bytes) -> int:
-        """Write what the descriptor takes right now, without waiting; return the count.
-
-        Returns 0 while a ``send`` is in progress (its bytes must go first). The rest,
-        if any, is the caller's to ``send``: nothing else may be written in between.
-        """
-        if self._closed:
-            raise anyio.ClosedResourceError
-        if self._torn:
-            raise anyio.BrokenResourceError("the byte stream is torn")
-        if self._senders:
-            return 0
-        fd = self._write_fd
-        if fd not in self._saved_blocking:
+        async with self._send_lock:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            if self._torn:
+                raise anyio.BrokenResourceError(
+                    "an earlier send stopped part-way through; the byte stream is torn"
+                )
+            fd = self._write_fd
             self._make_nonblocking(fd)
-        try:
-            return os.write(fd, data)
-        except BlockingIOError:
-            return 0
-        except OSError as exc:
-            raise anyio.BrokenResourceError(f"writing fd {fd} failed: {exc}") from exc
+            with memoryview(data) as view:
+                await self._write_all(fd, view)
 
     async def _write_all(self, fd: int, view: memoryview) -> None:
         written = 0
@@ -297,10 +187,6 @@ class StdioTransport:
         with ``closefd``, close them."""
         if not self._closed:
             self._closed = True
-            push, self._push = self._push, None
-            if push is not None and not push.done():
-                push.get_loop().remove_reader(self._read_fd)
-                push.set_exception(anyio.ClosedResourceError())
             fds = dict.fromkeys((self._read_fd, self._write_fd))
             for fd in fds:
                 anyio.notify_closing(fd)

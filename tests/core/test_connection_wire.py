@@ -1,8 +1,8 @@
 """The JSON-RPC connection contract of AgentSession, over a hand-built MethodTable: the wire.
 
-EOF and shutdown, ids and envelopes, batching, write order and back pressure, and the
-asyncio call flag. The calls themselves (concurrency, cancellation, the error boundary,
-notifications) are in ``test_connection.py``; the doubles are in ``_connection.py``.
+EOF and shutdown, ids and envelopes, batching, write order and back pressure. The calls
+themselves (concurrency, cancellation, the error boundary, notifications) are in
+``test_connection.py``; the doubles are in ``_connection.py``.
 
 The setting is ``test_connection.py``'s: test doubles for methods, a scripted peer, both
 dispatchers, asyncio and trio, races forced with events.
@@ -10,13 +10,15 @@ dispatchers, asyncio and trio, races forced with events.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any
 
 import anyio
 import orjson
 import pytest
 
-from acp_agent.connection import AgentSession, RequestContext
+from acp_agent.connection import WRITE_BUFFER, AgentSession, RequestContext
 from acp_agent.errors import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -24,8 +26,7 @@ from acp_agent.errors import (
     REQUEST_CANCELLED,
     ConnectionClosed,
 )
-from acp_agent.outbox import HIGH_WATER
-from acp_agent.transport import memory_pair
+from acp_agent.transport import StdioTransport, memory_pair
 from tests.core._connection import Methods, Peer, connected, next_response
 
 pytestmark = pytest.mark.anyio
@@ -197,66 +198,86 @@ async def test_frames_leave_in_the_order_they_are_sent(dispatcher: Any) -> None:
         assert all(b["method"] == "tick" for b in before)
 
 
-async def test_a_notification_and_the_answer_of_one_step_leave_in_one_write(
+async def test_back_pressure_holds_a_sender_back_while_the_reader_reads_nothing(
     dispatcher: Any,
 ) -> None:
-    # A turn that sends an update and ends without waiting costs the client one wake-up.
     m = Methods()
-
-    @m.request("say")
-    async def say(params: Any, ctx: RequestContext) -> Any:
-        await m.connection.notify("said", {"n": 1})
-        return "done"
-
-    async with connected(m, dispatcher) as peer:
-        rid = await peer.request("say")
-        chunk = await peer.transport.receive()
-        frames = [orjson.loads(line) for line in chunk.splitlines()]
-        assert frames == [
-            {"jsonrpc": "2.0", "method": "said", "params": {"n": 1}},
-            {"jsonrpc": "2.0", "id": rid, "result": "done"},
-        ]
-
-
-async def test_back_pressure_bounds_the_outbox_for_a_slow_reader(dispatcher: Any) -> None:
-    m = Methods()
-    frame_payload = "x" * 1000
-    total = 3 * HIGH_WATER // 1000
+    payload = "x" * 1000
+    total = 10 * WRITE_BUFFER
     sent = 0
 
     @m.request("flood")
     async def flood(params: Any, ctx: RequestContext) -> Any:
         nonlocal sent
         for i in range(total):
-            await m.connection.notify("blob", {"i": i, "data": frame_payload})
+            await m.connection.notify("blob", {"i": i, "data": payload})
             sent += 1
         return "done"
 
     async with connected(m, dispatcher, max_buffer=1) as peer:
         rid = await peer.request("flood")
-        # the reader reads nothing until every task is stuck
-        await anyio.wait_all_tasks_blocked()
-        frame_size = (
-            len(b'{"jsonrpc":"2.0","method":"blob","params":{"i":0000,"data":""}}\n') + 1000
-        )
-        assert 0 < sent < total, "the producer must be held back by the full pipe"
-        # what was accepted is bounded by the high-water mark plus what the writer
-        # and the one-slot pipe hold (a few coalesced batches)
-        assert sent * frame_size <= HIGH_WATER + 256 * frame_size
-        # now read slowly, chunk by chunk, without parsing line by line
-        buf = b""
-        lines = 0
-        while True:
-            chunk = await peer.transport.receive()
-            buf += chunk
-            *complete, buf = buf.split(b"\n")
-            lines += len(complete)
-            if complete and orjson.loads(complete[-1]).get("id") == rid:
-                last = orjson.loads(complete[-1])
-                break
-        assert last["result"] == "done"
-        assert lines == total + 1
+        await anyio.wait_all_tasks_blocked()  # the reader has read nothing yet
+        # held: what the stream holds, one batch being written, one in the pipe
+        assert 0 < sent <= 4 * WRITE_BUFFER
+        resp, before = await peer.until_response(rid)
+        assert resp["result"] == "done"
+        assert [b["params"]["i"] for b in before] == list(range(total))
         assert sent == total
+
+
+async def test_a_sender_cancelled_while_held_back_tears_no_frame(
+    dispatcher: Any, tmp_path: Any
+) -> None:
+    """Over a real pipe: frames larger than the pipe, the sender cancelled while the
+    reader reads nothing; every line the reader then gets is whole JSON, the answer once."""
+    m = Methods()
+    blocked = anyio.Event()
+
+    @m.request("flood")
+    async def flood(params: Any, ctx: RequestContext) -> Any:
+        big = "y" * (3 << 19)  # larger than the pipe holds
+        while True:
+            blocked.set()
+            await m.connection.notify("blob", {"data": big})
+
+    to_agent_r, to_agent_w = os.pipe()
+    from_agent_r, from_agent_w = os.pipe()
+    ours = StdioTransport(from_agent_r, to_agent_w)
+    theirs = StdioTransport(to_agent_r, from_agent_w, closefd=True)
+    conn = m.conn = AgentSession(theirs, m.table, dispatcher=dispatcher)
+    frames: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            try:
+                await conn.serve()
+            finally:
+                await theirs.aclose()
+
+        tg.start_soon(run)
+        with anyio.fail_after(20):
+            await ours.send(b'{"jsonrpc":"2.0","id":1,"method":"flood"}\n')
+            await blocked.wait()
+            await anyio.wait_all_tasks_blocked()
+            cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}}
+            await ours.send(orjson.dumps(cancel) + b"\n")
+            buf = b""
+            while not any(f.get("id") == 1 for f in frames):
+                buf += await ours.receive()
+                *lines, buf = buf.split(b"\n")
+                frames.extend(orjson.loads(line) for line in lines)
+            os.close(to_agent_w)  # EOF for the agent
+            rest = b""
+            with contextlib.suppress(anyio.EndOfStream):
+                while True:
+                    rest += await ours.receive()
+            frames.extend(orjson.loads(line) for line in (buf + rest).split(b"\n") if line)
+        await ours.aclose()
+        os.close(from_agent_r)
+    answers = [f for f in frames if f.get("id") == 1]
+    error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
+    assert answers == [{"jsonrpc": "2.0", "id": 1, "error": error}]
+    assert all(f.get("method") == "blob" for f in frames if "id" not in f)
 
 
 async def test_id_null_request_is_answered_with_id_null(dispatcher: Any) -> None:
@@ -362,27 +383,3 @@ async def test_crlf_and_blank_lines_are_tolerated(dispatcher: Any) -> None:
         assert resp == {"jsonrpc": "2.0", "id": 3, "result": "pong"}
         resp, before = await peer.call("ping")
         assert before == []
-
-
-# --------------------------------------------------------------------------- the call flag
-
-
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_the_asyncio_call_flag_stays_set_after_a_cancelled_wait(anyio_backend: str) -> None:
-    import asyncio
-
-    from acp_agent._loop import Flag as _Flag
-
-    flag = _Flag(asyncio.get_running_loop())
-    with anyio.move_on_after(0) as scope:
-        await flag.wait()
-    assert scope.cancelled_caught and not flag.is_set()
-    flag.set()  # the answer arrives after its waiter gave up: it is still seen
-    assert flag.is_set()
-    await flag.wait()  # returns at once
-    waiting = _Flag(asyncio.get_running_loop())
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(waiting.wait)
-        await anyio.wait_all_tasks_blocked()
-        waiting.set()
-    assert waiting.is_set()

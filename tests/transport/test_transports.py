@@ -15,7 +15,7 @@ from anyio import wait_all_tasks_blocked
 
 from acp_agent.errors import OversizedLine
 from acp_agent.jsonrpc import LineBuffer
-from acp_agent.transport import PushReceive, StdioTransport, Transport, memory_pair, stdio
+from acp_agent.transport import StdioTransport, Transport, memory_pair, stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -245,17 +245,13 @@ async def test_stdio_second_receiver_is_refused() -> None:
         await a.send(b"x")
 
 
-@pytest.mark.parametrize("how", ["receive", "receive_each"])
-async def test_stdio_close_wakes_a_waiting_receiver(how: str) -> None:
+async def test_stdio_close_wakes_a_waiting_receiver() -> None:
     async with pipe_pair() as (_a, b):
         outcome: list[BaseException] = []
 
         async def receiver() -> None:
             try:
-                if how == "receive":
-                    await b.receive()
-                else:
-                    await b.receive_each(lambda data: None)
+                await b.receive()
             except anyio.ClosedResourceError as exc:
                 outcome.append(exc)
 
@@ -289,21 +285,6 @@ async def test_stdio_cancelled_send_before_any_byte_leaves_stream_intact() -> No
         assert await receive_exactly(b, 3) == b"ok\n"
 
 
-async def test_stdio_try_send_waits_while_a_send_holds_or_waits_for_the_lock() -> None:
-    big = b"x" * (4 * 1024 * 1024) + b"\n"  # more than a pipe holds: the send blocks
-    async with pipe_pair() as (a, b), anyio.create_task_group() as tg:
-        tg.start_soon(a.send, big)
-        await wait_all_tasks_blocked()
-        tg.start_soon(a.send, b"second\n")  # waits for the lock behind the first
-        await wait_all_tasks_blocked()
-        # Both sends' bytes go first: nothing may be written between them.
-        assert a.try_send(b"third\n") == 0
-        got = await receive_exactly(b, len(big) + len(b"second\n"))
-        assert got.endswith(b"x\nsecond\n")
-        assert a.try_send(b"third\n") == len(b"third\n")
-        assert await receive_exactly(b, len(b"third\n")) == b"third\n"
-
-
 async def test_stdio_fast_reads_still_let_others_run() -> None:
     async with pipe_pair(chunk_size=1) as (a, b):
         await a.send(b"x" * 50)
@@ -323,79 +304,8 @@ async def test_stdio_fast_reads_still_let_others_run() -> None:
         assert ticks > 1
 
 
-# --------------------------------------------------------------------------- receive_each
-
-
-async def collect_each(t: StdioTransport) -> bytes:
-    got = bytearray()
-    await t.receive_each(got.extend)
-    return bytes(got)
-
-
-async def test_stdio_offers_push_receive() -> None:
-    async with pipe_pair() as (a, _b):
-        assert isinstance(a, PushReceive)
-    mem, other = memory_pair()
-    async with mem, other:
-        assert not isinstance(mem, PushReceive)  # the connection falls back to receive()
-
-
-async def test_receive_each_delivers_everything_in_order_then_returns_at_eof() -> None:
-    payload = b"".join(b"%06d\n" % i for i in range(40_000))  # several pipe buffers
-    async with pipe_pair(chunk_size=4096) as (a, b):
-        async with anyio.create_task_group() as tg:
-            result: list[bytes] = []
-
-            async def receiver() -> None:
-                result.append(await collect_each(b))
-
-            tg.start_soon(receiver)
-            await a.send(payload)
-            await a.aclose()  # EOF for b
-        assert result == [payload]
-
-
-async def test_receive_each_consumer_error_stops_delivery_and_propagates() -> None:
-    async with pipe_pair() as (a, b):
-        seen: list[bytes] = []
-
-        def consumer(data: bytes) -> None:
-            seen.append(data)
-            raise ValueError("consumer bug")
-
-        await a.send(b"first\n")
-        with pytest.raises(ValueError, match="consumer bug"):
-            await b.receive_each(consumer)
-        assert seen == [b"first\n"]
-        await a.send(b"second\n")
-        assert await b.receive() == b"second\n"  # nothing was lost by the reader
-
-
-async def test_receive_each_cancelled_then_resumed_loses_nothing() -> None:
-    async with pipe_pair() as (a, b):
-        got = bytearray()
-        with anyio.move_on_after(0) as scope:
-            await b.receive_each(got.extend)
-        assert scope.cancelled_caught
-        await a.send(b"after\n")
-        assert await receive_exactly(b, 6) == b"after\n"
-        assert got == b""
-
-
-async def test_receive_each_refuses_a_second_receiver() -> None:
-    async with pipe_pair() as (a, b), anyio.create_task_group() as tg:
-        tg.start_soon(b.receive_each, lambda data: None)
-        await wait_all_tasks_blocked()
-        with pytest.raises(anyio.BusyResourceError):
-            await b.receive()
-        tg.cancel_scope.cancel()
-    del a
-
-
 @pytest.mark.parametrize("source", ["regular file", "/dev/null"])
-async def test_receive_each_reads_sources_epoll_cannot_watch(
-    source: str, tmp_path: pathlib.Path
-) -> None:
+async def test_stdio_reads_sources_epoll_cannot_watch(source: str, tmp_path: pathlib.Path) -> None:
     # A regular file and /dev/null never block; epoll refuses both (EPERM).
     if source == "regular file":
         path = tmp_path / "input.jsonl"
@@ -409,7 +319,7 @@ async def test_receive_each_reads_sources_epoll_cannot_watch(
     t = StdioTransport(read_fd, write_fd, closefd=True)
     async with t:
         with anyio.fail_after(5):
-            assert await collect_each(t) == expected
+            assert await receive_until_eof(t) == expected
 
 
 @pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
