@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "diff_content": "acp_agent.client",
     "terminal_content": "acp_agent.client",
     "AcpServer": "acp_agent.server",
+    "ServerOptions": "acp_agent.options",
     "serve": "acp_agent.server",
     "AgentSession": "acp_agent.connection",
     "run_agent": "acp_agent.runner",
@@ -72,6 +73,7 @@ __all__ = [
     "PermissionOption",
     "PermissionOutcome",
     "PromptTurn",
+    "ServerOptions",
     "Session",
     "SessionClient",
     "SqliteSessionStore",
@@ -128,6 +130,7 @@ if TYPE_CHECKING:
         text_content,
     )
     from .connection import AgentSession
+    from .options import ServerOptions
     from .runner import run_agent, serve_stdio
     from .server import AcpServer, serve
     from .session import Session
