@@ -260,12 +260,6 @@ def configure_logging(level: str, log_file: str | None) -> None:
 
 def check_configuration(args: argparse.Namespace) -> None:
     """Refuse, in one line, what cannot work, before anything runs; then set up logging."""
-    if args.store:
-        from .preflight import store_problem
-
-        problem = store_problem(args.store)
-        if problem:
-            fail(f"--store {args.store}: {problem}")
     try:
         configure_logging(args.log_level, args.log_file)
     except OSError as exc:
@@ -356,6 +350,7 @@ def serve(args: argparse.Namespace) -> int:
     return run_agent(
         agent,
         backend=args.backend,
+        prog=PROG,
         store=args.store,
         lease_timeout=args.lease_timeout,
         options=server_options(args),

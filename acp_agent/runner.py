@@ -1,8 +1,9 @@
 """Run an agent over stdio: the few lines between an :class:`Agent` and a process.
 
 ``run_agent(agent)`` reserves the real stdout for protocol frames (everything else that
-writes to stdout goes to stderr), opens the session store (SQLite in the user's data
-directory, a file named after the agent, unless told otherwise), serves until stdin
+writes to stdout goes to stderr), opens and checks the session store (SQLite in the user's
+data directory, a file named after the agent, unless told otherwise; one line on stderr and
+exit status 2 if it cannot be used, before anything is served), serves until stdin
 reaches EOF or SIGTERM arrives, and shuts down cleanly: in-flight turns are cancelled,
 pending calls fail, the last frames are flushed and the store is closed.
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import signal
+import sys
 from collections.abc import Callable
 
 import anyio
@@ -22,10 +24,12 @@ from ._loop import Backend, run
 from .agent import Agent
 from .options import ServerOptions
 from .server import AcpServer
-from .store import LazyStore, SessionStore, open_store
+from .store import SessionStore, StoreFailed, open_store
 from .transport import StdioTransport, reserve_stdout
 
 log = logging.getLogger("acp_agent.runner")
+
+EXIT_STORE = 2  # a store that cannot be used is a person's mistake on the command line
 
 
 async def _watch_signals(stop: Callable[[], None], force: Callable[[], None]) -> None:
@@ -64,16 +68,15 @@ async def serve_stdio(
     lease_timeout: float | None = None,
     options: ServerOptions | None = None,
 ) -> None:
-    """Serve ``agent`` on the given descriptors until EOF or SIGTERM."""
+    """Serve ``agent`` on the given descriptors until EOF or SIGTERM. A store named (or
+    the default one) is opened and checked first: ``StoreFailed`` if it cannot be used,
+    before anything is served."""
     opened = store if store is not None and not isinstance(store, str) else None
     name = store if isinstance(store, str) else None
-    # The store opens on first use: not on the path to the initialize response.
-    the_store: SessionStore = (
+    the_store = (
         opened
         if opened is not None
-        else LazyStore(
-            lambda: open_store(name, lease_timeout=lease_timeout, agent=store_name(agent))
-        )
+        else await open_store(name, lease_timeout=lease_timeout, agent=store_name(agent))
     )
     transport = StdioTransport(read_fd, write_fd)
     server = AcpServer(agent, the_store, options)
@@ -101,15 +104,21 @@ def run_agent(
     agent: Agent,
     *,
     backend: Backend = "auto",
+    prog: str | None = None,
     store: SessionStore | str | None = None,
     lease_timeout: float | None = None,
     options: ServerOptions | None = None,
 ) -> int:
-    """Serve ``agent`` over this process's stdin/stdout; returns the exit code (0)."""
+    """Serve ``agent`` over this process's stdin/stdout; returns the exit code: 0, or 2
+    after one line on stderr (``prog: ...``, ``prog`` defaulting to the agent's name)
+    when the session store cannot be used."""
     reservation = reserve_stdout()
     serve = functools.partial(serve_stdio, agent, store=store, options=options)
     try:
         run(lambda: serve(write_fd=reservation.fd, lease_timeout=lease_timeout), backend=backend)
+    except StoreFailed as exc:
+        print(f"{prog or agent.name}: {exc.message}", file=sys.stderr)
+        return EXIT_STORE
     finally:
         reservation.restore()
     return 0

@@ -3,7 +3,9 @@
 ``list`` shows where the store lives, how big it is, and each session (newest first) with
 its turns and the size of its history; ``show ID`` one session's record and turns;
 ``delete ID`` removes a session; ``prune --older-than DAYS`` removes the sessions not used
-for that many days and gives their space back to the file system.
+for that many days (and not open in a running agent), in small transactions so that agents
+sharing the file never wait long, and with ``--vacuum`` gives their space back to the file
+system (which holds the file's write lock for as long as it takes).
 
 It works on a SQLite store: ``--store PATH`` (or ``ACP_AGENT_DB``), else the default store
 of the agent named by ``--agent`` (the reference agent's unless told). It sees the sessions
@@ -24,9 +26,8 @@ from pathlib import Path
 import anyio
 import orjson
 
-from .store import DB_ENV_VAR, DEFAULT_OWNER, default_db_path
-from .store.journal import JournaledStore
-from .store.sqlite import SchemaVersionError, SqliteSessionStore
+from .store import DB_ENV_VAR, DEFAULT_OWNER, StoreFailed, default_db_path
+from .store.sqlite import SqliteSessionStore
 
 USAGE_ERROR = 2
 
@@ -74,6 +75,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     delete.add_argument("session_id", metavar="ID")
     prune = commands.add_parser("prune", help="remove sessions not used for DAYS days")
     prune.add_argument("--older-than", type=float, required=True, metavar="DAYS")
+    prune.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="then give the space back to the file system (agents on the file wait meanwhile)",
+    )
     return parser
 
 
@@ -148,38 +154,29 @@ async def _delete(store: SqliteSessionStore, session_id: str) -> int:
     return 1
 
 
-async def _prune(store: SqliteSessionStore, days: float) -> int:
+async def _prune(store: SqliteSessionStore, days: float, vacuum: bool) -> int:
     cutoff = (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    old: list[str] = []
-    cursor: str | None = None
-    while True:
-        page, cursor = await store.list(DEFAULT_OWNER, cursor=cursor, limit=500)
-        old += [r.session_id for r in page if r.updated_at < cutoff]
-        if cursor is None:
-            break
     before = file_size(store.path)
-    for session_id in old:
-        await store.delete(DEFAULT_OWNER, session_id)
-    await store.vacuum()
+    pruned = await store.prune(DEFAULT_OWNER, cutoff)
+    if vacuum:
+        await store.vacuum()
     after = file_size(store.path)
     print(
-        f"pruned {len(old)} sessions not used for {days:g} days; "
+        f"pruned {len(pruned)} sessions not used for {days:g} days; "
         f"{store.path}: {_size(before)} -> {_size(after)}"
     )
     return 0
 
 
 async def _run(path: Path, args: argparse.Namespace) -> int:
-    # Through the journal layer, which first applies the journals of agents that died.
-    async with await JournaledStore.open(path) as journaled:
-        store = journaled.inner
+    async with await SqliteSessionStore.open(path) as store:
         if args.command == "list":
             return await _list(store)
         if args.command == "show":
             return await _show(store, args.session_id)
         if args.command == "delete":
             return await _delete(store, args.session_id)
-        return await _prune(store, args.older_than)
+        return await _prune(store, args.older_than, args.vacuum)
 
 
 def main(argv: Sequence[str], *, prog: str, store: str | None) -> int:
@@ -196,6 +193,6 @@ def main(argv: Sequence[str], *, prog: str, store: str | None) -> int:
         return 0 if args.command in ("list", "prune") else 1
     try:
         return anyio.run(_run, path, args)
-    except SchemaVersionError as exc:
-        print(f"{prog} sessions: {path}: {exc}", file=sys.stderr)
+    except StoreFailed as exc:
+        print(f"{prog} sessions: {exc.message}", file=sys.stderr)
         return 1

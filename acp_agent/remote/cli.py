@@ -17,6 +17,7 @@ from typing import Any
 
 from .._loop import Backend
 from ..agent import Agent
+from ..store import StoreFailed
 from .auth import Principals, TokenFileError
 from .registry import Limits
 
@@ -143,6 +144,8 @@ def main(
         )
     except RemoteConfigError as exc:
         return _fail(str(exc))
+    except StoreFailed as exc:  # the store cannot be used: nothing was served
+        return _fail(exc.message)
 
 
 def _fail(message: str) -> int:

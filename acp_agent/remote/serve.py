@@ -30,7 +30,7 @@ from ..agent import Agent
 from ..options import ServerOptions
 from ..server import AcpServer, build_models
 from ..server.owners import SessionOwners
-from ..store import LazyStore, SessionStore, open_store
+from ..store import SessionStore, open_store
 from .asgi import RemoteApp
 from .auth import Principals
 from .registry import Limits, Registry
@@ -158,10 +158,9 @@ async def serve_http(
 
     opened = store if store is not None and not isinstance(store, str) else None
     name = store if isinstance(store, str) else None
+    # Opened and checked before anything listens (``StoreFailed`` if it cannot be used).
     shared: SessionStore = (
-        opened
-        if opened is not None
-        else LazyStore(lambda: open_store(name, lease_timeout=lease_timeout))
+        opened if opened is not None else await open_store(name, lease_timeout=lease_timeout)
     )
 
     owners = SessionOwners()  # one live connection per session, across all of them

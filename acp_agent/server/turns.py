@@ -304,7 +304,9 @@ class Turns:
             while (holder := session.history_turn) is not None:
                 # An older turn still unwinds (one that never ran can sit in between).
                 await holder.done.wait()
-        self._persister.check_lease(session.session_id)  # another host serves it now?
+        # Another host serves it now, or its last write failed and fails again: refused
+        # before the agent runs.
+        await self._persister.before_turn(session.session_id)
         handle = session.history.start_turn(turn.turn_id, blocks)
         session.history_turn = turn
         prompt_turn = PromptTurn(session, client, params, blocks, turn.turn_id, _request=request)
@@ -353,12 +355,10 @@ class Turns:
                 handle.abandon()
                 self._persister.end(session.session_id, turn.turn_id, "end_turn")
             try:
-                # Durable before the answer: at once when the store can (nothing to
-                # shield), else awaited, shielded from this task's cancel. A failed write
-                # of this session (and only of this one) fails the turn.
-                if not self._persister.sync_now(session.session_id):
-                    with anyio.CancelScope(shield=True):
-                        await self._persister.sync(session.session_id)
+                # Durable before the answer, shielded from this task's cancel. A failed
+                # write of this session (and only of this one) fails the turn.
+                with anyio.CancelScope(shield=True):
+                    await self._persister.sync(session.session_id)
             finally:
                 if session.history_turn is turn:
                     session.history_turn = None

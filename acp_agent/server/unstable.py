@@ -23,7 +23,7 @@ from ..errors import InvalidParams
 from ..history import USER_KIND
 from ..paths import check_absolute_dir
 from ..persistence import Persister
-from ..store import JsonText, SessionStore
+from ..store import JsonText, SessionStore, TurnWrite
 from .handshake import Handshake
 from .lifecycle import SessionLifecycle
 from .live import OpenSessions
@@ -84,11 +84,13 @@ class UnstableMethods:
                     continue  # still running, or never ended: not part of the copy
                 at = _prompt_length(turn.updates)
                 await self._store.write_turn(
-                    fork_id,
-                    turn.turn_id,
-                    begin=turn.updates[:at],
-                    updates=turn.updates[at:],
-                    end=turn.stop_reason,
+                    TurnWrite(
+                        fork_id,
+                        turn.turn_id,
+                        begin=[*turn.updates[:at]],
+                        updates=[*turn.updates[at:]],
+                        end=turn.stop_reason,
+                    )
                 )
             session = await self._lifecycle.restore({**raw, "sessionId": fork_id})
         except BaseException:

@@ -9,32 +9,39 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
 from acp_agent.store.base import (
     DEFAULT_OWNER,
     JsonText,
     SessionRecord,
     SessionStore,
+    StoreFailed,
     TurnRecord,
+    TurnWrite,
 )
-from acp_agent.store.lazy import LazyStore
 from acp_agent.store.memory import MemorySessionStore
 from acp_agent.store.packed import PackedJson
+from acp_agent.store.shared import HeldPrompts, SessionLeases
+from acp_agent.store.sqlite import LOCK_WAIT, SchemaVersionError, SqliteSessionStore
 
 __all__ = [
     "DB_ENV_VAR",
     "DEFAULT_OWNER",
+    "LOCK_WAIT_ENV_VAR",
     "REFERENCE_AGENT",
+    "HeldPrompts",
     "JsonText",
-    "LazyStore",
     "MemorySessionStore",
     "PackedJson",
     "SchemaVersionError",
+    "SessionLeases",
     "SessionRecord",
     "SessionStore",
     "SqliteSessionStore",
+    "StoreFailed",
     "TurnRecord",
+    "TurnWrite",
     "default_db_path",
     "open_store",
 ]
@@ -45,18 +52,8 @@ DB_ENV_VAR: Final = "ACP_AGENT_DB"
 _MEMORY_NAMES: Final = frozenset({":memory:", "memory"})
 
 
-if TYPE_CHECKING:
-    from acp_agent.store.sqlite import SchemaVersionError, SqliteSessionStore
-
-
-def __getattr__(name: str) -> Any:
-    # The SQLite store (sqlite3, the schema) is imported when first used, which is
-    # after the initialize response: start-up does not pay for it.
-    if name in ("SqliteSessionStore", "SchemaVersionError"):
-        from acp_agent.store import sqlite
-
-        return getattr(sqlite, name)
-    raise AttributeError(f"module 'acp_agent.store' has no attribute {name!r}")
+LOCK_WAIT_ENV_VAR: Final = "ACP_AGENT_LOCK_WAIT"
+"""Environment variable: seconds a SQLite write waits for another process's lock."""
 
 
 REFERENCE_AGENT: Final = "acp-agent"
@@ -83,14 +80,16 @@ async def open_store(
     lease_timeout: float | None = None,
     agent: str = REFERENCE_AGENT,
 ) -> SessionStore:
-    """Open the store named by ``url_or_path``.
+    """Open the store named by ``url_or_path``, or raise ``StoreFailed`` saying why it
+    cannot be used.
 
     ``None`` means ``$ACP_AGENT_DB`` or else ``agent``'s default file (see
     ``default_db_path``);
     ``":memory:"`` or ``"memory"`` gives a ``MemorySessionStore``; a libpq URL
     (``postgresql://...``) a ``PostgresSessionStore`` (whose leases last ``lease_timeout``
     seconds); anything else is the path of a SQLite file (``~`` is expanded and missing
-    parent directories are created).
+    parent directories are created), whose writes wait ``$ACP_AGENT_LOCK_WAIT`` seconds
+    (default ``LOCK_WAIT``) for another process's lock.
     """
     target = url_or_path
     if target is None:
@@ -98,11 +97,26 @@ async def open_store(
     if target in _MEMORY_NAMES:
         return MemorySessionStore()
     if target.startswith(("postgresql://", "postgres://")):
-        from acp_agent.store.postgres import DEFAULT_LEASE_TIMEOUT, PostgresSessionStore
-
+        try:
+            from acp_agent.store.postgres import DEFAULT_LEASE_TIMEOUT, PostgresSessionStore
+        except ModuleNotFoundError:
+            raise StoreFailed(
+                target, "PostgreSQL needs the postgres extra: pip install 'acp-agent-kit[postgres]'"
+            ) from None
         return await PostgresSessionStore.open(
             target, lease_timeout=lease_timeout or DEFAULT_LEASE_TIMEOUT
         )
-    from acp_agent.store.journal import JournaledStore
+    return await SqliteSessionStore.open(target, lock_wait=_lock_wait())
 
-    return await JournaledStore.open(target)
+
+def _lock_wait() -> float:
+    value = os.environ.get(LOCK_WAIT_ENV_VAR)
+    if not value:
+        return LOCK_WAIT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise StoreFailed(f"${LOCK_WAIT_ENV_VAR}", f"{value!r} is not a number of seconds")
+    return seconds

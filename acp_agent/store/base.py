@@ -1,10 +1,11 @@
-"""The session store interface: two records, seven methods, and helpers for implementations.
+"""The session store interface: three records, seven methods, and helpers for implementations.
 
 This module owns what a stored ACP *session* looks like (``SessionRecord``), what a stored
-prompt turn looks like (``TurnRecord``) and the async interface every store implements
-(``SessionStore``), plus the small pieces implementations share: timestamps, the list cursor
-and the errors they raise. The contract suite in ``tests/store`` runs against every store;
-a new store is one more entry in its fixture.
+prompt turn looks like (``TurnRecord``), one write of a turn (``TurnWrite``), the async
+interface every store implements (``SessionStore``) and its failure (``StoreFailed``), plus
+the small pieces implementations share: timestamps, the list cursor and the errors they
+raise. The contract suite in ``tests/store`` runs against every store; a new store is one
+more entry in its fixture.
 
 It deliberately knows nothing of JSON-RPC, the connection, pydantic or the ACP models.
 History is JSON text: each item is the text of one JSON object (in practice the ``update``
@@ -28,6 +29,7 @@ Semantics every implementation keeps:
   ``False``); ``write_turn`` raises ``IllegalTransition`` for a turn id begun twice or a
   write to a turn that has ended, and ``ResourceNotFound`` for a turn never begun. A call
   that raises changes nothing. Any call after ``aclose`` raises ``anyio.ClosedResourceError``.
+  A store that cannot do a call (its file gone, an I/O error) raises ``StoreFailed``.
 - Writes are durable when they return: a process killed afterwards loses none of them.
 """
 
@@ -37,14 +39,15 @@ import base64
 import binascii
 import builtins
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final, Protocol
 
 import orjson
 
-from acp_agent.errors import IllegalTransition, InvalidParams, ResourceNotFound
+from acp_agent.errors import IllegalTransition, InternalError, InvalidParams, ResourceNotFound
+from acp_agent.store.packed import PackedJson
 
 __all__ = [
     "DEFAULT_OWNER",
@@ -52,9 +55,10 @@ __all__ = [
     "JsonText",
     "SessionRecord",
     "SessionStore",
+    "StoreFailed",
     "Timestamps",
     "TurnRecord",
-    "TurnWritesNow",
+    "TurnWrite",
 ]
 
 JsonText = str
@@ -83,6 +87,33 @@ class SessionRecord:
     """Set by ``create`` when empty."""
     updated_at: str = ""
     """Set by ``create`` when empty; bumped by the store on every change."""
+
+
+@dataclass(slots=True)
+class TurnWrite:
+    """Consecutive steps of one turn, written by one ``write_turn`` in one transaction.
+
+    ``begin`` (the prompt's items) begins the turn when not ``None``; ``updates`` are
+    appended; ``end`` (a stop reason) ends it. Items are JSON text, or ``PackedJson`` for a
+    large one, which every store takes (and may keep packed).
+    """
+
+    session_id: str
+    turn_id: str
+    begin: list[JsonText | PackedJson] | None = None
+    updates: list[JsonText | PackedJson] = field(default_factory=list)
+    end: str | None = None
+
+
+class StoreFailed(InternalError):
+    """The store could not do what was asked (a file gone, a lock held too long, an I/O
+    error): the message names the store and the reason. It crosses the JSON-RPC boundary
+    as -32603 with that message."""
+
+    def __init__(self, store: str, reason: str) -> None:
+        super().__init__(f"session store {store}: {reason}")
+        self.store = store
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,17 +158,10 @@ class SessionStore(Protocol):
         """Remove the session and its history; ``False`` if the owner has no such session."""
         ...
 
-    async def write_turn(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[JsonText] | None = None,
-        updates: Sequence[JsonText] = (),
-        end: str | None = None,
-    ) -> None:
-        """Steps of one turn, in this order, as one atomic write: begin the turn (``begin``
-        holds the prompt's items), append ``updates``, end it (``end`` is the stop reason)."""
+    async def write_turn(self, write: TurnWrite) -> None:
+        """Steps of one turn, in this order, as one transaction: begin the turn
+        (``write.begin`` holds the prompt's items), append ``write.updates``, end it
+        (``write.end`` is the stop reason)."""
         ...
 
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
@@ -146,28 +170,6 @@ class SessionStore(Protocol):
 
     async def aclose(self) -> None:
         """Release the store's resources. Idempotent."""
-        ...
-
-
-class TurnWritesNow(Protocol):
-    """What a store may add to ``SessionStore``: a turn write made at once, when it can.
-
-    A turn's end calls it before awaiting ``write_turn``, so that a short turn is durable
-    without a wait; a store without it, or one that answers ``False``, is awaited.
-    """
-
-    def write_turn_now(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[JsonText] | None = None,
-        updates: Sequence[JsonText] = (),
-        end: str | None = None,
-    ) -> bool:
-        """``write_turn``, durable before this returns, if that needs no waiting (for a
-        lock, a thread or another process); else ``False``, with nothing written. Raises
-        what ``write_turn`` raises."""
         ...
 
 
@@ -282,21 +284,14 @@ def turn_refused(turn_id: str, state: str, event: str) -> IllegalTransition:
     return IllegalTransition(f"turn {turn_id[:100]!r}", state, event)
 
 
-def check_turn_write(
-    session_id: str,
-    turn_id: str,
-    *,
-    exists: bool,
-    stop_reason: str | None,
-    begin: Sequence[object] | None,
-    end: str | None,
-) -> None:
-    """Raise what the contract says for a ``write_turn`` that finds the turn as given:
+def check_turn_write(write: TurnWrite, *, exists: bool, stop_reason: str | None) -> None:
+    """Raise what the contract says for ``write`` when it finds its turn as given:
     ``exists`` (the session has a turn with this id) and its ``stop_reason``."""
-    if begin is not None:
+    if write.begin is not None:
         if exists:
-            raise turn_refused(turn_id, "running" if stop_reason is None else "ended", "begin")
+            state = "running" if stop_reason is None else "ended"
+            raise turn_refused(write.turn_id, state, "begin")
     elif not exists:
-        raise turn_not_found(session_id, turn_id)
+        raise turn_not_found(write.session_id, write.turn_id)
     elif stop_reason is not None:
-        raise turn_refused(turn_id, "ended", "end" if end is not None else "append")
+        raise turn_refused(write.turn_id, "ended", "end" if write.end is not None else "append")

@@ -2,16 +2,14 @@
 
 It owns plain dicts and nothing else: no threads, no files, nothing outlives the process.
 History items are strings (immutable), so they are kept as given, and large ones as history
-packed them (``takes_packed_items``), expanded only when loaded; config is kept as its JSON
+packed them, expanded only when loaded; config is kept as its JSON
 text, so a caller that changes its mapping later changes nothing stored.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Final
 
 import anyio
 import anyio.lowlevel
@@ -23,6 +21,7 @@ from acp_agent.store.base import (
     SessionRecord,
     Timestamps,
     TurnRecord,
+    TurnWrite,
     check_limit,
     check_turn_write,
     decode_cursor,
@@ -53,9 +52,6 @@ class _Session:
 
 class MemorySessionStore:
     """A ``SessionStore`` in dicts."""
-
-    #: ``write_turn`` also takes :class:`PackedJson` items, kept packed
-    takes_packed_items: Final = True
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self._timestamps = Timestamps(clock)
@@ -137,51 +133,23 @@ class MemorySessionStore:
         del self._sessions[session_id]
         return True
 
-    async def write_turn(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[JsonText | PackedJson] | None = None,
-        updates: Sequence[JsonText | PackedJson] = (),
-        end: str | None = None,
-    ) -> None:
-        # No pass of the event loop: a pass would let a turn's last update, written by
-        # the persister's task, leave in a write of its own.
-        await anyio.lowlevel.checkpoint_if_cancelled()
-        self.write_turn_now(session_id, turn_id, begin=begin, updates=updates, end=end)
-
-    def write_turn_now(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[JsonText | PackedJson] | None = None,
-        updates: Sequence[JsonText | PackedJson] = (),
-        end: str | None = None,
-    ) -> bool:
-        """``write_turn`` at once (see ``TurnWritesNow``): a dict never makes it wait."""
-        if self._closed:
-            raise anyio.ClosedResourceError
-        session = self._sessions.get(session_id)
+    async def write_turn(self, write: TurnWrite) -> None:
+        await self._enter()
+        session = self._sessions.get(write.session_id)
         if session is None:
-            raise session_not_found(session_id)
-        turn = session.turns.get(turn_id)
+            raise session_not_found(write.session_id)
+        turn = session.turns.get(write.turn_id)
         check_turn_write(
-            session_id,
-            turn_id,
+            write,
             exists=turn is not None,
             stop_reason=None if turn is None else turn.stop_reason,
-            begin=begin,
-            end=end,
         )
         if turn is None:
-            turn = session.turns[turn_id] = _Turn(builtins.list(begin or ()))
-        turn.updates.extend(updates)
-        if end is not None:
-            turn.stop_reason = end
+            turn = session.turns[write.turn_id] = _Turn(builtins.list(write.begin or ()))
+        turn.updates.extend(write.updates)
+        if write.end is not None:
+            turn.stop_reason = write.end
         session.record = replace(session.record, updated_at=self._timestamps.now())
-        return True
 
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
         await self._enter()

@@ -37,7 +37,7 @@ import re
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
@@ -53,6 +53,7 @@ from acp_agent.store.base import (
     SessionRecord,
     Timestamps,
     TurnRecord,
+    TurnWrite,
     as_created,
     check_limit,
     check_turn_write,
@@ -61,6 +62,7 @@ from acp_agent.store.base import (
     session_exists,
     session_not_found,
 )
+from acp_agent.store.packed import text_of
 from acp_agent.store.pg_leases import LeaseTable
 
 if TYPE_CHECKING:
@@ -368,25 +370,20 @@ class PostgresSessionStore:
             self._leases.forget(session_id)
         return deleted
 
-    async def write_turn(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[JsonText] | None = None,
-        updates: Sequence[JsonText] = (),
-        end: str | None = None,
-    ) -> None:
-        items = [_escape(item) for part in (begin or (), updates) for item in part]
+    async def write_turn(self, write: TurnWrite) -> None:
+        session_id = write.session_id
+        items = [
+            _escape(text_of(item)) for part in (write.begin or (), write.updates) for item in part
+        ]
         params = {
             "session_id": _escape(session_id),
-            "turn_id": _escape(turn_id),
+            "turn_id": _escape(write.turn_id),
             "holder": self.holder,
             "ttl": self.lease_timeout,
             "now": self._timestamps.now(),
-            "begin": begin is not None,
+            "begin": write.begin is not None,
             "items": items,
-            "end": _maybe(end, _escape),
+            "end": _maybe(write.end, _escape),
         }
 
         def run(conn: psycopg.Connection[Row]) -> int:
@@ -402,12 +399,9 @@ class PostgresSessionStore:
         if status == sql.WRITE_STALE_TOKEN:
             raise self._leases.lose(session_id)
         check_turn_write(
-            session_id,
-            turn_id,
+            write,
             exists=status != sql.WRITE_NO_TURN,
             stop_reason="ended" if status == sql.WRITE_TURN_ENDED else None,
-            begin=begin,
-            end=end,
         )
         raise AssertionError(f"acp_write_turn answered {status}")  # pragma: no cover
 

@@ -1,10 +1,16 @@
-"""What a store shared by several agent hosts adds to ``SessionStore``.
+"""What a store shared by several agent processes or hosts adds to ``SessionStore``.
 
-Two things, both implemented by the PostgreSQL store (``acp_agent.store.postgres``):
-session *leases*, which make one host the live owner of a session, and *held prompts*,
-the durable queue of prompts waiting for a busy session (``--busy-policy queue``). A store
-kept by one process (SQLite, memory) has neither: ``leases_of`` and ``held_prompts_of``
-answer ``None`` for it and the server skips those steps.
+Two interfaces, apart from ``SessionStore`` so that a store has only what it does:
+
+- session *leases* (``SessionLeases``), which make one process or host the live owner of a
+  session: the PostgreSQL store (``acp_agent.store.postgres``: expiring leases, fenced
+  writes) and the SQLite store (``acp_agent.store.sqlite_locks``: a lock per session that
+  the kernel drops with its process);
+- *held prompts* (``HeldPrompts``), the durable queue of prompts waiting for a busy session
+  (``--busy-policy queue``): the PostgreSQL store only.
+
+The memory store has neither: ``leases_of`` and ``held_prompts_of`` answer ``None`` for a
+store without them, and the server skips those steps.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from acp_agent.store.base import JsonText
 @runtime_checkable
 class SessionLeases(Protocol):
     """One live owner per session. The server takes a lease when it loads a session
-    (``create`` takes it for a new one), checks it before each prompt, and gives it back
+    (the store's ``create`` takes it for a new one), checks it before each prompt, and gives it back
     when the session closes or the connection ends; the store renews it meanwhile and
     fences every write with it."""
 

@@ -1,34 +1,31 @@
 """``SqliteSessionStore``: the ``SessionStore`` on one SQLite file (the default store).
 
-It owns every statement that reads or writes sessions (the schema and the connections'
-settings are ``sqlite_schema``'s, the thread ``sqlite_worker``'s). Every operation runs on
-the store's worker thread, in arrival order, each in one transaction (``BEGIN IMMEDIATE``
-for writes), on the worker's connection. An operation that has reached the thread always
-runs to completion (its caller waits shielded), so a cancelled caller never leaves a
-transaction half-open.
+It owns every statement that reads or writes sessions (the schema and the connection's
+settings are ``sqlite_schema``'s, how a turn's items lie in rows ``sqlite_rows``'s, which
+process has a session open ``sqlite_locks``'s). Every operation is one transaction
+(``BEGIN IMMEDIATE`` for writes) on the store's one connection, run off the event loop by
+anyio's worker threads one at a time, in arrival order. An operation that has reached its
+thread runs to completion (a cancelled caller stops waiting only before that), so no
+transaction is left half-open.
 
-One exception keeps a short turn from waiting for a thread: ``write_turn_now`` commits a
-small turn write on the caller's thread, on a second connection whose busy timeout is
-zero, when no operation is queued or running on the worker (so none is overtaken). If
-another process holds the write lock, it is rolled back at once and the caller awaits
-``write_turn`` instead: the event loop never waits for another process.
+What it checks, so that a write is never acknowledged without being in the file:
 
-How a turn's items are laid out in rows (a write's items share one) is ``sqlite_rows``'s.
+- The file it opened is still the one at its path (device and inode, before each write):
+  a database deleted or replaced under the server makes every write a ``StoreFailed``.
+- Another process holding the write lock (a ``sessions prune``, another agent) is waited
+  out, retrying for up to ``lock_wait`` seconds, with the wait in the log; then the write
+  fails with ``StoreFailed``. Nothing is queued behind the caller's back.
+- Any SQLite or I/O error becomes ``StoreFailed`` naming the file and the reason, logged
+  once, without a traceback.
 
-``turn_writer``, ``transaction_now`` and ``post_transaction`` serve the journal layer
-(``journal``), which makes a turn's end durable before the tables have it.
-
-The worker checkpoints the WAL when it has nothing else to do and the WAL has grown past
-``WAL_BYTES`` (writes on the caller's thread wake it now and then to check), so no turn
-waits for a checkpoint (SQLite's own would run inside the commit that crosses its
-threshold).
+Sessions are held by one process at a time (see ``sqlite_locks``): ``create`` holds the new
+session, ``acquire`` a loaded one; another process is refused with ``SessionLeased``.
 
 Durability: the file is in WAL mode with ``synchronous=NORMAL``. A committed transaction
 survives the death of the process (a killed agent loses nothing a store call returned for);
 an operating-system crash or power loss may drop the last few, never corrupt the file.
-``busy_timeout`` lets several agent processes (two editor windows) share one file. The
-database and its side files are readable by their owner only, and so are the directories
-made for them, whatever the umask (see ``files``).
+The database and its side files are readable by their owner only, and so are the
+directories made for them, whatever the umask (see ``files``).
 """
 
 from __future__ import annotations
@@ -37,21 +34,26 @@ import builtins
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import orjson
 
+from acp_agent.errors import SessionLeased
 from acp_agent.store.base import (
     Clock,
-    JsonText,
     SessionRecord,
+    StoreFailed,
     Timestamps,
     TurnRecord,
+    TurnWrite,
     as_created,
     check_limit,
     check_turn_write,
@@ -60,23 +62,26 @@ from acp_agent.store.base import (
     session_exists,
     session_not_found,
 )
-from acp_agent.store.packed import PackedJson
+from acp_agent.store.sqlite_locks import SessionLocks
 from acp_agent.store.sqlite_rows import insert_items, items_of, rowid
 from acp_agent.store.sqlite_schema import (
-    BUSY_TIMEOUT_MS,
     SCHEMA_VERSION,
-    WAL_BYTES,
     SchemaVersionError,
-    connect_pair,
+    connect,
     transaction,
+    why_unusable,
 )
-from acp_agent.store.sqlite_worker import Worker
 
-__all__ = ["BUSY_TIMEOUT_MS", "SCHEMA_VERSION", "SchemaVersionError", "SqliteSessionStore"]
+__all__ = ["LOCK_WAIT", "SCHEMA_VERSION", "SchemaVersionError", "SqliteSessionStore"]
 
 _T = TypeVar("_T")
 
 log = logging.getLogger("acp_agent.store.sqlite")
+
+LOCK_WAIT: Final = 30.0
+"""Seconds a write waits for another process's write lock before it fails."""
+
+PRUNE_BATCH: Final = 500  # rows deleted per transaction by ``prune``
 
 _COLUMNS: Final = (
     "id, owner, cwd, additional_directories, title, mode_id, config, created_at, updated_at"
@@ -102,82 +107,72 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-INLINE_BYTES: Final = 256 << 10  # a turn write up to this size may run on the caller's thread
-CHECK_WAL_EVERY: Final = 64  # turn writes on the caller's thread between two WAL checks
-
-
-def _small(
-    begin: Sequence[JsonText | PackedJson] | None, updates: Sequence[JsonText | PackedJson]
-) -> bool:
-    size = 0
-    for items in (begin or (), updates):
-        for item in items:
-            if isinstance(item, PackedJson):
-                return False
-            size += len(item)
-    return size <= INLINE_BYTES
-
-
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     """Whether SQLite said SQLITE_BUSY: another connection holds the lock."""
     code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
     return code & 0xFF == 5 if code is not None else "database is locked" in str(exc)
 
 
-TurnWriter = Callable[[sqlite3.Connection], None]
+def _identity(path: Path) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_dev, info.st_ino
 
 
 class SqliteSessionStore:
     """A ``SessionStore`` on one SQLite file; create it with ``await SqliteSessionStore.open``."""
 
-    #: ``write_turn`` also takes :class:`PackedJson` items, stored compressed
-    takes_packed_items: Final = True
-
-    def __init__(self, path: str | os.PathLike[str], *, clock: Clock | None = None) -> None:
-        """Remember the path; no I/O happens until ``open``/``aopen``."""
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        lock_wait: float = LOCK_WAIT,
+    ) -> None:
+        """Remember the path; no I/O happens until ``aopen``."""
         self.path = Path(path).expanduser()
+        self.lock_wait = lock_wait
         self._timestamps = Timestamps(clock)
-        self._lock = anyio.Lock()
-        self._worker: Worker | None = None
-        self._conn: sqlite3.Connection | None = None  # the worker's
-        self._now_conn: sqlite3.Connection | None = None  # write_turn_now's: never waits
-        self._written_now = 0
+        self._limiter = anyio.CapacityLimiter(1)  # one operation at a time, in arrival order
+        self._conn: sqlite3.Connection | None = None
+        self._locks: SessionLocks | None = None
+        self._identity: tuple[int, int] | None = None  # the opened file's (device, inode)
         self._closed = False
 
     @classmethod
     async def open(
-        cls, path: str | os.PathLike[str], *, clock: Clock | None = None
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        lock_wait: float = LOCK_WAIT,
     ) -> SqliteSessionStore:
-        """Open the store at ``path``, creating the file and its schema if needed."""
-        store = cls(path, clock=clock)
+        """Open the store at ``path``, creating the file and its schema if needed;
+        ``StoreFailed`` saying why if it cannot be used."""
+        store = cls(path, clock=clock, lock_wait=lock_wait)
         await store.aopen()
         return store
 
     async def aopen(self) -> None:
-        """Start the worker and connect. Called once, by ``open``."""
-        async with self._lock:
-            if self._worker is not None or self._closed:
-                raise RuntimeError("a SqliteSessionStore can be opened only once")
-            worker = self._worker = Worker(self._checkpoint)
-            worker.start()
-            try:
-                self._conn, self._now_conn = await worker.run(lambda: connect_pair(self.path))
-            except BaseException:
-                self._worker = None
-                worker.stop()
-                raise
+        """Connect and check the file. Called once, by ``open``."""
+        if self._conn is not None or self._closed:
+            raise RuntimeError("a SqliteSessionStore can be opened only once")
+        await anyio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
 
-    def _checkpoint(self) -> None:
-        """Checkpoint a WAL grown past ``WAL_BYTES`` (worker thread, when idle)."""
-        conn = self._conn
+    def _open_sync(self) -> None:
         try:
-            if conn is not None and os.stat(f"{self.path}-wal").st_size > WAL_BYTES:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except (OSError, sqlite3.Error) as exc:  # the WAL only grows until the next try
-            log.warning("WAL checkpoint failed: %s", exc)
+            conn = connect(self.path)
+        except (sqlite3.Error, OSError, SchemaVersionError) as exc:
+            raise StoreFailed(str(self.path), why_unusable(self.path, exc)) from None
+        try:
+            self._locks = SessionLocks(Path(f"{self.path}.locks"))
+            self._identity = _identity(self.path)
+        except OSError as exc:
+            conn.close()
+            raise StoreFailed(str(self.path), f"cannot be used: {exc}") from None
+        self._conn = conn
 
     async def __aenter__(self) -> SqliteSessionStore:
-        if self._worker is None and not self._closed:
+        if self._conn is None and not self._closed:
             await self.aopen()
         return self
 
@@ -190,25 +185,85 @@ class SqliteSessionStore:
         await self.aclose()
 
     async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        conn, self._conn = self._conn, None
+        locks, self._locks = self._locks, None
         with anyio.CancelScope(shield=True):
-            async with self._lock:
-                self._closed = True
-                conns = [c for c in (self._conn, self._now_conn) if c is not None]
-                self._conn = self._now_conn = None
-                worker, self._worker = self._worker, None
-                if worker is not None:
-                    for conn in conns:
-                        await worker.run(conn.close)  # after every operation queued before
-                    worker.stop()
+            if conn is not None:  # after every operation queued before
+                await anyio.to_thread.run_sync(conn.close, limiter=self._limiter)
+            if locks is not None:
+                locks.close()
+
+    # --- running operations ------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
-        conn, worker = self._conn, self._worker
-        if conn is None or worker is None:
+        if self._conn is None:
             await anyio.lowlevel.checkpoint()
             raise anyio.ClosedResourceError(
                 "the store is closed" if self._closed else "the store was never opened"
             )
-        return await worker.run(lambda: transaction(conn, lambda: fn(conn), write=write))
+        return await anyio.to_thread.run_sync(
+            partial(self._transaction, fn, write), limiter=self._limiter
+        )
+
+    def _transaction(self, fn: Callable[[sqlite3.Connection], _T], write: bool) -> _T:
+        """Run ``fn`` in one transaction (on a worker thread), waiting out another
+        process's lock for up to ``lock_wait`` seconds."""
+        waited_since: float | None = None
+        while True:
+            conn = self._conn
+            if conn is None:
+                raise anyio.ClosedResourceError("the store is closed")
+            try:
+                result = transaction(conn, partial(self._checked, fn, conn, write), write=write)
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise self._failed(str(exc)) from None
+                now = time.monotonic()
+                if waited_since is None:
+                    waited_since = now
+                    log.warning(
+                        "session store %s: another process holds the write lock; "
+                        "waiting up to %g s",
+                        self.path,
+                        self.lock_wait,
+                    )
+                elif now - waited_since >= self.lock_wait:
+                    raise self._failed(
+                        f"another process held the write lock for more than {self.lock_wait:g} s"
+                    ) from None
+                continue
+            except (sqlite3.Error, OSError) as exc:
+                raise self._failed(str(exc)) from None
+            if waited_since is not None:
+                log.warning(
+                    "session store %s: got the write lock after %.1f s",
+                    self.path,
+                    time.monotonic() - waited_since,
+                )
+            return result
+
+    def _checked(
+        self, fn: Callable[[sqlite3.Connection], _T], conn: sqlite3.Connection, write: bool
+    ) -> _T:
+        if write:  # a file deleted or replaced would take this write with it
+            try:
+                same = _identity(self.path) == self._identity
+            except FileNotFoundError:
+                same = False
+            if not same:
+                raise self._failed("the database file was deleted or replaced while in use")
+        return fn(conn)
+
+    def _failed(self, reason: str) -> StoreFailed:
+        """The error for a failed operation, logged once (no traceback)."""
+        exc = StoreFailed(str(self.path), reason)
+        log.error("%s", exc.message)
+        return exc
+
+    # --- the SessionStore interface ----------------------------------------------------------
 
     async def create(self, record: SessionRecord) -> SessionRecord:
         now = self._timestamps.now()
@@ -231,6 +286,8 @@ class SqliteSessionStore:
             conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row)
 
         await self._run(run, write=True)
+        if self._locks is not None:
+            self._locks.acquire(stored.session_id)  # a new id: no other process has it
         return stored
 
     async def get(self, owner: str, session_id: str) -> SessionRecord | None:
@@ -297,82 +354,10 @@ class SqliteSessionStore:
 
         return await self._run(run, write=True)
 
-    async def write_turn(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[JsonText | PackedJson] | None = None,
-        updates: Sequence[JsonText | PackedJson] = (),
-        end: str | None = None,
-    ) -> None:
-        await self._run(self.turn_writer(session_id, turn_id, begin, updates, end), write=True)
-
-    def write_turn_now(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[JsonText | PackedJson] | None = None,
-        updates: Sequence[JsonText | PackedJson] = (),
-        end: str | None = None,
-    ) -> bool:
-        """``write_turn`` on the calling thread (see ``TurnWritesNow``) when it is small and
-        the connection is free: no job of the worker queued or running, no other process
-        writing (no busy wait); ``False`` otherwise, with nothing written."""
-        if not _small(begin, updates):
-            return False
-        return self._now(self.turn_writer(session_id, turn_id, begin, updates, end))
-
-    def _now(self, write: TurnWriter) -> bool:
-        conn, worker = self._now_conn, self._worker
-        if conn is None or worker is None:
-            raise anyio.ClosedResourceError
-        if not worker.free:
-            return False
-        try:
-            transaction(conn, lambda: write(conn), write=True)
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):  # rolled back: the worker writes it, waiting its turn
-                return False
-            raise
-        self._written_now += 1
-        if self._written_now % CHECK_WAL_EVERY == 0:
-            worker.nudge()  # whose idle step checkpoints the WAL if it has grown
-        return True
-
-    # --- for the journal (``journal``): turn writes made later ---------------------------
-
-    def transaction_now(self, write: TurnWriter) -> bool:
-        """Run ``write`` in a write transaction on the calling thread, when that needs no
-        waiting (as ``write_turn_now``); else ``False``, with nothing run."""
-        return self._now(write)
-
-    def post_transaction(self, write: TurnWriter, done: Callable[[bool], object]) -> None:
-        """Run ``write`` in a write transaction on the worker thread, after every operation
-        queued before, without waiting; ``done(committed)`` runs on the worker thread."""
-        conn, worker = self._conn, self._worker
-        if conn is None or worker is None:
-            raise anyio.ClosedResourceError
-
-        def finished(outcome: tuple[bool, Any]) -> None:
-            if not outcome[0]:
-                log.warning("a posted transaction failed: %s", outcome[1])
-            done(outcome[0])
-
-        worker.post(lambda: transaction(conn, lambda: write(conn), write=True), finished)
-
-    def turn_writer(
-        self,
-        session_id: str,
-        turn_id: str,
-        begin: Sequence[JsonText | PackedJson] | None,
-        updates: Sequence[JsonText | PackedJson],
-        end: str | None,
-    ) -> TurnWriter:
-        """The ``write_turn`` to make inside a transaction (stamped now, on this thread)."""
-        bodies = [*(begin or ()), *updates]
-        now = self._timestamps.now()  # on the event loop's thread, as every timestamp
+    async def write_turn(self, write: TurnWrite) -> None:
+        items = [*(write.begin or ()), *write.updates]
+        now = self._timestamps.now()
+        session_id = write.session_id
 
         def run(conn: sqlite3.Connection) -> None:
             if not conn.execute(
@@ -381,30 +366,43 @@ class SqliteSessionStore:
                 raise session_not_found(session_id)
             row = conn.execute(
                 "SELECT id, stop_reason FROM turns WHERE session_id = ? AND turn_id = ?",
-                (session_id, turn_id),
+                (session_id, write.turn_id),
             ).fetchone()
             check_turn_write(
-                session_id,
-                turn_id,
-                exists=row is not None,
-                stop_reason=None if row is None else row[1],
-                begin=begin,
-                end=end,
+                write, exists=row is not None, stop_reason=None if row is None else row[1]
             )
             if row is None:
                 turn = rowid(
                     conn.execute(
                         "INSERT INTO turns (session_id, turn_id, stop_reason) VALUES (?, ?, ?)",
-                        (session_id, turn_id, end),
+                        (session_id, write.turn_id, write.end),
                     )
                 )
             else:
                 turn = row[0]
-                if end is not None:
-                    conn.execute("UPDATE turns SET stop_reason = ? WHERE id = ?", (end, turn))
-            insert_items(conn, turn, bodies)
+                if write.end is not None:
+                    conn.execute("UPDATE turns SET stop_reason = ? WHERE id = ?", (write.end, turn))
+            insert_items(conn, turn, items)
 
-        return run
+        await self._run(run, write=True)
+
+    # --- sessions held by one process (``SessionLeases``) -----------------------------------
+
+    async def acquire(self, session_id: str) -> None:
+        """Hold the session for this process (counted); ``SessionLeased`` if another
+        process holds it."""
+        await anyio.lowlevel.checkpoint()
+        if self._locks is None:
+            raise anyio.ClosedResourceError
+        self._locks.acquire(session_id)
+
+    async def release(self, session_id: str) -> None:
+        """Give back one acquisition (a no-op once closed: closing dropped them all)."""
+        if self._locks is not None:
+            self._locks.release(session_id)
+
+    def check_lease(self, session_id: str) -> None:
+        """Nothing to check: a lock held by this process cannot be lost."""
 
     # --- for `acp-agent-kit sessions` (not part of the SessionStore interface) ---------------
 
@@ -422,13 +420,59 @@ class SqliteSessionStore:
 
         return await self._run(run, write=False)
 
+    async def prune(self, owner: str, before: str) -> builtins.list[str]:
+        """Delete the owner's sessions not updated since ``before`` (a timestamp) and that
+        no process holds, in transactions of at most ``PRUNE_BATCH`` rows each, so that
+        the write lock is never held for long; returns their ids."""
+
+        def old(conn: sqlite3.Connection) -> builtins.list[str]:
+            sql = "SELECT id FROM sessions WHERE owner = ? AND updated_at < ?"
+            return [row[0] for row in conn.execute(sql, (owner, before))]
+
+        pruned: builtins.list[str] = []
+        for session_id in await self._run(old, write=False):
+            try:
+                await self.acquire(session_id)
+            except SessionLeased:
+                continue  # open in a live agent
+            try:
+                await self._delete_in_batches(owner, session_id)
+            finally:
+                await self.release(session_id)
+            pruned.append(session_id)
+        return pruned
+
+    async def _delete_in_batches(self, owner: str, session_id: str) -> None:
+        def some_updates(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "DELETE FROM updates WHERE id IN (SELECT u.id FROM updates u "
+                "JOIN turns t ON u.turn = t.id WHERE t.session_id = ? LIMIT ?)",
+                (session_id, PRUNE_BATCH),
+            ).rowcount
+
+        while await self._run(some_updates, write=True):
+            pass
+
+        def rest(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM sessions WHERE id = ? AND owner = ?", (session_id, owner))
+
+        await self._run(rest, write=True)
+
     async def vacuum(self) -> None:
-        """Give the space of deleted rows back to the file system."""
-        conn, worker = self._conn, self._worker
-        if conn is None or worker is None:
-            raise anyio.ClosedResourceError
-        await worker.run(lambda: conn.execute("VACUUM"))
-        await worker.run(lambda: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+        """Give the space of deleted rows back to the file system (holds the write lock
+        for as long as it takes: only when asked)."""
+
+        def run() -> None:
+            conn = self._conn
+            if conn is None:
+                raise anyio.ClosedResourceError
+            try:
+                conn.execute("VACUUM")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except (sqlite3.Error, OSError) as exc:
+                raise self._failed(str(exc)) from None
+
+        await anyio.to_thread.run_sync(run, limiter=self._limiter)
 
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
         def run(conn: sqlite3.Connection) -> builtins.list[TurnRecord]:

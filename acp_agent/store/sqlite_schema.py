@@ -1,10 +1,10 @@
 """Opening the SQLite store's file: its pragmas, its schema and the schema's version.
 
-It owns what a connection is set to (WAL, ``synchronous=NORMAL``, a busy timeout, no
-automatic checkpoint: the store's worker runs them), the tables and indexes, and the one
-transaction helper. The statements that read and write sessions live in ``sqlite``.
-The schema's version is ``PRAGMA user_version``; a file of another version is refused
-(nothing released has another).
+It owns what a connection is set to (WAL, ``synchronous=NORMAL``, a short busy timeout:
+the store retries and logs longer waits), the tables and indexes, the one transaction
+helper, and what to say when a file cannot be opened. The statements that read and write
+sessions live in ``sqlite``. The schema's version is ``PRAGMA user_version``; a file of
+another version is refused (nothing released has another).
 """
 
 from __future__ import annotations
@@ -19,16 +19,15 @@ from acp_agent.store.files import create_private_file
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "SCHEMA_VERSION",
-    "WAL_BYTES",
     "SchemaVersionError",
-    "connect_pair",
+    "connect",
     "transaction",
+    "why_unusable",
 ]
 
 _T = TypeVar("_T")
 
-BUSY_TIMEOUT_MS: Final = 5000
-WAL_BYTES: Final = 4 << 20  # a WAL larger than this is checkpointed when the worker is idle
+BUSY_TIMEOUT_MS: Final = 200  # one wait for another process's lock (the store retries)
 SCHEMA_VERSION: Final = 1
 
 _SCHEMA: Final = (
@@ -69,16 +68,15 @@ class SchemaVersionError(RuntimeError):
     """The database file has a schema version this code does not know."""
 
 
-def _connect(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection to ``path`` with the store's settings and schema (made if missing)."""
     create_private_file(path)
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms:d}")
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA wal_autocheckpoint = 0")  # the worker does it, when idle
-        conn.execute(f"PRAGMA journal_size_limit = {WAL_BYTES:d}")
         transaction(conn, lambda: _create_schema(conn), write=True)
     except BaseException:
         conn.close()
@@ -86,14 +84,22 @@ def _connect(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Conn
     return conn
 
 
-def connect_pair(path: Path) -> tuple[sqlite3.Connection, sqlite3.Connection]:
-    """The worker's connection, and ``write_turn_now``'s, which never waits for a lock."""
-    conn = _connect(path)
-    try:
-        return conn, _connect(path, busy_timeout_ms=0)
-    except BaseException:
-        conn.close()
-        raise
+def why_unusable(path: Path, exc: Exception) -> str:
+    """What to tell a person whose store at ``path`` failed to open with ``exc``."""
+    if path.is_dir():
+        return "is a directory, not a file"
+    if isinstance(exc, SchemaVersionError):
+        return str(exc)
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        return "is not a SQLite database"  # "file is not a database"
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor.parent != ancestor:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{ancestor} is not a directory"
+    if isinstance(exc, OSError):
+        return f"cannot be created or opened: {exc.strerror or exc}"
+    return f"cannot be opened: {exc}"
 
 
 def _create_schema(conn: sqlite3.Connection) -> None:

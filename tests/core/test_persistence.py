@@ -1,23 +1,24 @@
-"""The persistence glue: a turn written at once when the store can, and a long turn's
-queue kept short."""
+"""The persistence glue: one write per short turn, a long turn's queue kept short, and a
+failed write that holds its session back until a retry succeeds."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
+import anyio.lowlevel
 import orjson
 import pytest
 
+from acp_agent.errors import InternalError
 from acp_agent.persistence import BEHIND_BYTES, FLUSH_BYTES, Persister
 from acp_agent.store import (
     DEFAULT_OWNER,
-    JsonText,
-    LazyStore,
     MemorySessionStore,
     SessionRecord,
-    SessionStore,
     TurnRecord,
+    TurnWrite,
 )
 from tests.helpers.stalled_store import StalledStore
 
@@ -29,92 +30,126 @@ def item(i: int) -> str:
 
 
 class Counting(MemorySessionStore):
+    """Counts turn writes; fails them with ``OSError`` while ``broken``."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.now = 0
+        self.writes: list[TurnWrite] = []
+        self.written = anyio.Event()
+        self.broken = False
 
-    def write_turn_now(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[JsonText] | None = None,
-        updates: Sequence[JsonText] = (),
-        end: str | None = None,
-    ) -> bool:
-        self.now += 1
-        return super().write_turn_now(session_id, turn_id, begin=begin, updates=updates, end=end)
+    async def write_turn(self, write: TurnWrite) -> None:
+        if self.broken:
+            raise OSError("disk full")
+        await super().write_turn(write)
+        self.writes.append(write)
+        self.written.set()
 
 
-async def test_a_short_turn_is_written_at_once_when_the_store_can() -> None:
+@asynccontextmanager
+async def running(persister: Persister) -> AsyncIterator[None]:
+    async with anyio.create_task_group() as tg:
+        persister.start(tg)
+        yield
+        tg.cancel_scope.cancel()
+
+
+async def test_a_short_turn_is_one_write() -> None:
     store = Counting()
     await store.create(SessionRecord("s", cwd="/"))
     persister = Persister(store)
-    persister.begin("s", "t", [item(0)])
-    persister.append("s", "t", item(1))
-    persister.end("s", "t", "end_turn")
-    assert persister.sync_now("s")
-    assert store.now == 1  # one write for the whole turn
+    async with running(persister):
+        persister.begin("s", "t", [item(0)])
+        persister.append("s", "t", item(1))
+        persister.end("s", "t", "end_turn")
+        await persister.sync("s")
+    assert len(store.writes) == 1
     [turn] = await store.load_history(DEFAULT_OWNER, "s")
     assert turn == TurnRecord("t", (item(0), item(1)), "end_turn")
 
 
-async def test_a_store_that_cannot_write_at_once_is_awaited() -> None:
-    inner = MemorySessionStore()
-    await inner.create(SessionRecord("s", cwd="/"))
-
-    async def opener() -> SessionStore:
-        return inner
-
-    store = LazyStore(opener)  # it cannot write at once until it has opened its store
-    persister = Persister(store)
-    persister.begin("s", "t", [item(0)])
-    persister.end("s", "t", "end_turn")
-    assert not persister.sync_now("s")
-    assert await inner.load_history(DEFAULT_OWNER, "s") == []
-    await persister.sync("s")
-    [turn] = await inner.load_history(DEFAULT_OWNER, "s")
-    assert turn == TurnRecord("t", (item(0),), "end_turn")
-
-
-async def test_a_long_turn_is_written_as_it_goes_not_queued_whole() -> None:
-    # No task runs the persister here: only what the sends themselves write reaches the
-    # store, and what is left queued is under one batch's worth.
+async def test_a_running_turn_reaches_the_store_unasked() -> None:
+    # A turn that waits on its client has what it sent so far in the store.
     store = Counting()
     await store.create(SessionRecord("s", cwd="/"))
     persister = Persister(store)
-    persister.begin("s", "t", [item(-1)])
+    async with running(persister):
+        persister.begin("s", "t", [item(0)])
+        persister.append("s", "t", item(1))
+        with anyio.fail_after(5):
+            await store.written.wait()
+        [turn] = await store.load_history(DEFAULT_OWNER, "s")
+        assert turn == TurnRecord("t", (item(0), item(1)), None)
+
+
+async def test_a_long_turn_is_written_as_it_goes_not_queued_whole() -> None:
+    store = Counting()
+    await store.create(SessionRecord("s", cwd="/"))
+    persister = Persister(store)
     n = 10_000
-    for i in range(n):
-        persister.append("s", "t", item(i))
-    [turn] = await store.load_history(DEFAULT_OWNER, "s")
-    left = n + 1 - len(turn.updates)
-    assert left * len(item(0)) < FLUSH_BYTES
-    assert store.now > 1
-    persister.end("s", "t", "end_turn")
-    assert persister.sync_now("s")
+    async with running(persister):
+        persister.begin("s", "t", [item(-1)])
+        for i in range(n):
+            persister.append("s", "t", item(i))
+            if persister.behind():
+                await persister.catch_up()
+            if i % 100 == 0:
+                await anyio.lowlevel.checkpoint()  # as a send to the client does now and then
+        persister.end("s", "t", "end_turn")
+        await persister.sync("s")
+    assert len(store.writes) > 5
+    assert max(len(w.updates) for w in store.writes) * len(item(0)) < 2 * FLUSH_BYTES
     [turn] = await store.load_history(DEFAULT_OWNER, "s")
     assert turn == TurnRecord("t", (item(-1), *map(item, range(n))), "end_turn")
 
 
-async def test_sessions_streaming_at_once_keep_one_batch_each() -> None:
+async def test_sessions_streaming_at_once_keep_one_write_each() -> None:
     store = Counting()
     sessions = [f"s{n}" for n in range(20)]
     for sid in sessions:
         await store.create(SessionRecord(sid, cwd="/"))
     persister = Persister(store)
-    for sid in sessions:
-        persister.begin(sid, "t", [item(-1)])
-    for i in range(10):  # interleaved, as streams in several sessions send
+    async with running(persister):
         for sid in sessions:
-            persister.append(sid, "t", item(i))
-    for sid in sessions:
-        persister.end(sid, "t", "end_turn")
-    assert persister.sync_now(sessions[0])
-    assert store.now == len(sessions)  # one write per session, not one per update
+            persister.begin(sid, "t", [item(-1)])
+        for i in range(10):  # interleaved, as streams in several sessions send
+            for sid in sessions:
+                persister.append(sid, "t", item(i))
+        for sid in sessions:
+            persister.end(sid, "t", "end_turn")
+        await persister.sync()
+    assert len(store.writes) == len(sessions)  # one write per session, not one per update
     for sid in sessions:
         [turn] = await store.load_history(DEFAULT_OWNER, sid)
         assert turn == TurnRecord("t", (item(-1), *(item(i) for i in range(10))), "end_turn")
+
+
+async def test_a_failed_write_holds_its_session_back_until_a_retry_succeeds() -> None:
+    store = Counting()
+    for sid in ("s", "other"):
+        await store.create(SessionRecord(sid, cwd="/"))
+    persister = Persister(store)
+    async with running(persister):
+        store.broken = True
+        persister.begin("s", "t0", [item(0)])
+        persister.end("s", "t0", "end_turn")
+        with pytest.raises(InternalError, match=r"Counting: disk full; this turn was not saved"):
+            await persister.sync("s")
+        # Still broken: the next prompt is refused before it begins.
+        with pytest.raises(InternalError, match=r"disk full; the prompt was not run"):
+            await persister.before_turn("s")
+        store.broken = False
+        persister.begin("other", "u", [item(9)])  # other sessions go on meanwhile
+        persister.end("other", "u", "end_turn")
+        await persister.sync("other")
+        await persister.before_turn("s")  # the retry succeeds: the prompt may run
+        persister.begin("s", "t1", [item(1)])
+        persister.end("s", "t1", "end_turn")
+        await persister.sync("s")
+    assert await store.load_history(DEFAULT_OWNER, "s") == [
+        TurnRecord("t0", (item(0),), "end_turn"),
+        TurnRecord("t1", (item(1),), "end_turn"),
+    ]
 
 
 async def outrun(store: StalledStore) -> tuple[Persister, int]:
@@ -140,8 +175,7 @@ async def test_a_turn_that_outruns_its_store_waits_for_it() -> None:
         await persister.catch_up()
         caught_up.set()
 
-    async with anyio.create_task_group() as tg:
-        persister.start(tg)
+    async with running(persister), anyio.create_task_group() as tg:
         tg.start_soon(stream_on)
         await anyio.wait_all_tasks_blocked()
         assert not caught_up.is_set()  # the store has written nothing: the turn waits
@@ -155,8 +189,7 @@ async def test_a_turn_that_outruns_its_store_waits_for_it() -> None:
 
 
 async def test_a_turn_cancelled_while_it_waits_for_the_store_loses_nothing() -> None:
-    # The turn only waits; the writer task writes. (A turn that wrote the queue itself,
-    # cancelled mid-write, would have its batch counted as written and lost.)
+    # The turn only waits; the writer task writes.
     store = StalledStore()
     persister, sent = await outrun(store)
     async with anyio.create_task_group() as turn:
@@ -165,8 +198,7 @@ async def test_a_turn_cancelled_while_it_waits_for_the_store_loses_nothing() -> 
         turn.cancel_scope.cancel()
     store.go.set()
     persister.end("s", "t", "cancelled")
-    async with anyio.create_task_group() as tg:
-        persister.start(tg)
+    async with running(persister):
         await persister.sync("s")
     [turn_record] = await store.load_history(DEFAULT_OWNER, "s")
     assert turn_record == TurnRecord("t", (item(-1), *map(item, range(sent))), "cancelled")

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 
-from acp_agent.store import MemorySessionStore
+from acp_agent.store import MemorySessionStore, TurnWrite
 
 
 class StalledStore(MemorySessionStore):
-    """Turn writes never happen at once, and ``write_turn`` waits until ``go`` is set."""
+    """``write_turn`` waits until ``go`` is set."""
 
     def __init__(self) -> None:
         super().__init__()
         self.go = anyio.Event()
 
-    def write_turn_now(self, *args: Any, **kwargs: Any) -> bool:
-        return False
-
-    async def write_turn(self, *args: Any, **kwargs: Any) -> None:
+    async def write_turn(self, write: TurnWrite) -> None:
         await self.go.wait()
-        super().write_turn_now(*args, **kwargs)
+        await super().write_turn(write)

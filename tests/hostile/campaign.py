@@ -36,10 +36,12 @@ from tests.helpers.wire_client import FULL_CAPS, ProcessClient, spawn
 #: the agent, on a SQLite store that fails a turn write now and then when asked to
 AGENT = """
 import random, sys
-from acp_agent import run_agent
+import anyio
 from acp_agent.options import ServerOptions
 from acp_agent.reference import ReferenceAgent
-from acp_agent.store import LazyStore, open_store
+from acp_agent.runner import serve_stdio
+from acp_agent.store import open_store
+from acp_agent.transport import reserve_stdout
 
 class FailingStore:
     def __init__(self, inner, rate, seed):
@@ -48,14 +50,21 @@ class FailingStore:
     def __getattr__(self, name):
         return getattr(self._inner, name)
 
-    async def write_turn(self, *args, **kwargs):
+    async def write_turn(self, write):
         if self._random.random() < self._rate:
             raise OSError("injected store failure")
-        return await self._inner.write_turn(*args, **kwargs)
+        return await self._inner.write_turn(write)
+
+async def main(fd):
+    store = FailingStore(await open_store(db), rate, seed)
+    try:
+        options = ServerOptions(busy_policy=sys.argv[4])
+        await serve_stdio(ReferenceAgent(), store=store, write_fd=fd, options=options)
+    finally:
+        await store.aclose()
 
 db, rate, seed = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
-store = FailingStore(LazyStore(lambda: open_store(db)), rate, seed)
-sys.exit(run_agent(ReferenceAgent(), store=store, options=ServerOptions(busy_policy=sys.argv[4])))
+anyio.run(main, reserve_stdout().fd)
 """
 
 PROMPTS = [

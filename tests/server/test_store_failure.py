@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import pytest
 from acp_agent import Agent, PromptTurn
 from acp_agent.agent import StopReason
 from acp_agent.errors import INTERNAL_ERROR
-from acp_agent.store import DEFAULT_OWNER, JsonText, MemorySessionStore
+from acp_agent.store import DEFAULT_OWNER, MemorySessionStore, TurnWrite
 from tests.helpers.memclient import WireClient, serving
 
 pytestmark = pytest.mark.anyio
@@ -30,19 +29,10 @@ class FailingFor(MemorySessionStore):
         super().__init__()
         self.broken: set[str] = set()
 
-    def write_turn_now(
-        self,
-        session_id: str,
-        turn_id: str,
-        *,
-        begin: Sequence[JsonText] | None = None,
-        updates: Sequence[JsonText] = (),
-        end: str | None = None,
-    ) -> bool:
-        # Both write paths (``write_turn`` awaits this one) fail.
-        if session_id in self.broken:
+    async def write_turn(self, write: TurnWrite) -> None:
+        if write.session_id in self.broken:
             raise OSError("disk gone")
-        return super().write_turn_now(session_id, turn_id, begin=begin, updates=updates, end=end)
+        await super().write_turn(write)
 
 
 async def prompt(client: WireClient, session: str, text: str) -> dict[str, Any]:
@@ -62,7 +52,7 @@ async def test_a_failed_write_fails_only_its_own_session() -> None:
         for _ in range(2):
             response = await prompt(client, bad, "lost")
             assert response["error"]["code"] == INTERNAL_ERROR
-            assert "session store failed" in response["error"]["message"]
+            assert "session store FailingFor: disk gone" in response["error"]["message"]
         assert (await prompt(client, good, "kept"))["result"] == {"stopReason": "end_turn"}
         later = await client.new_session()
         assert (await prompt(client, later, "new"))["result"] == {"stopReason": "end_turn"}

@@ -3,12 +3,12 @@
 Run as ``python _child.py MODE DB N``. Modes:
 
 - ``share``: create session ``child``, print ``ready``, write N updates (while the parent
-  writes too; at once when the store can, else awaited), end the turn, print ``written``,
-  wait for a line on stdin, then print the parent's history as JSON.
-- ``crash``: create session ``crash``, begin a turn, write N updates (half of them at once),
-  print ``ready`` and wait to be killed.
-- ``journal-crash``: on a ``JournaledStore``, create session ``crash``, make N whole turns
-  durable through the journal, print ``ready`` and wait to be killed.
+  writes too), end the turn, print ``written``, wait for a line on stdin, then print the
+  parent's history as JSON.
+- ``crash``: create session ``crash``, begin a turn, write N updates, print ``ready`` and
+  wait to be killed.
+- ``hold``: acquire session ``held`` (N is unused), print ``ready`` and wait for a line on
+  stdin or to be killed; on the line, release it, print ``released`` and wait again.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ import anyio
 import anyio.to_thread
 import orjson
 
-from acp_agent.store import DEFAULT_OWNER, SessionRecord, SqliteSessionStore
-from acp_agent.store.journal import JournaledStore
+from acp_agent.store import DEFAULT_OWNER, SessionRecord, SqliteSessionStore, TurnWrite
 
 
 def item(**fields: object) -> str:
@@ -30,13 +29,11 @@ def item(**fields: object) -> str:
 async def share(db: str, n: int) -> None:
     async with await SqliteSessionStore.open(db) as store:
         await store.create(SessionRecord("child", cwd="/child"))
-        await store.write_turn("child", "t0", begin=[item(who="child", prompt=True)])
+        await store.write_turn(TurnWrite("child", "t0", begin=[item(who="child", prompt=True)]))
         print("ready", flush=True)
-        for i in range(n):  # at once when it can, else awaited (the parent writes too)
-            update = [item(who="child", i=i)]
-            if not store.write_turn_now("child", "t0", updates=update):
-                await store.write_turn("child", "t0", updates=update)
-        await store.write_turn("child", "t0", end="end_turn")
+        for i in range(n):  # while the parent writes too
+            await store.write_turn(TurnWrite("child", "t0", updates=[item(who="child", i=i)]))
+        await store.write_turn(TurnWrite("child", "t0", end="end_turn"))
         print("written", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)
         history = await store.load_history(DEFAULT_OWNER, "parent")
@@ -51,27 +48,28 @@ async def share(db: str, n: int) -> None:
 async def crash(db: str, n: int) -> None:
     store = await SqliteSessionStore.open(db)
     await store.create(SessionRecord("crash", cwd="/crash", title="dies mid-turn"))
-    await store.write_turn("crash", "t0", begin=[item(sessionUpdate="user_message_chunk")])
-    for i in range(0, n, 10):  # half of them written at once
-        updates = [item(i=j) for j in range(i, i + 10)]
-        if i % 20 or not store.write_turn_now("crash", "t0", updates=updates):
-            await store.write_turn("crash", "t0", updates=updates)
-    print("ready", flush=True)
-    await anyio.sleep_forever()
-
-
-async def journal_crash(db: str, n: int) -> None:
-    store = await JournaledStore.open(db)
-    await store.create(SessionRecord("crash", cwd="/crash"))
-    for i in range(n):
-        assert store.write_turn_now(
-            "crash", f"t{i}", begin=[item(prompt=i)], updates=[item(i=i)], end="end_turn"
+    await store.write_turn(
+        TurnWrite("crash", "t0", begin=[item(sessionUpdate="user_message_chunk")])
+    )
+    for i in range(0, n, 10):
+        await store.write_turn(
+            TurnWrite("crash", "t0", updates=[item(i=j) for j in range(i, i + 10)])
         )
     print("ready", flush=True)
     await anyio.sleep_forever()
 
 
+async def hold(db: str, n: int) -> None:
+    store = await SqliteSessionStore.open(db)
+    await store.acquire("held")
+    print("ready", flush=True)
+    await anyio.to_thread.run_sync(sys.stdin.readline)
+    await store.release("held")
+    print("released", flush=True)
+    await anyio.sleep_forever()
+
+
 if __name__ == "__main__":
     mode, db, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    modes = {"share": share, "crash": crash, "journal-crash": journal_crash}
+    modes = {"share": share, "crash": crash, "hold": hold}
     anyio.run(modes[mode], db, count)

@@ -28,14 +28,6 @@ async def _sqlite(request: pytest.FixtureRequest, tmp: Path, clock: Clock | None
     return await SqliteSessionStore.open(tmp / "store.sqlite3", clock=clock)
 
 
-async def _journaled(
-    request: pytest.FixtureRequest, tmp: Path, clock: Clock | None
-) -> SessionStore:
-    from acp_agent.store.journal import JournaledStore
-
-    return await JournaledStore.open(tmp / "store.sqlite3", clock=clock)
-
-
 async def _postgres(request: pytest.FixtureRequest, tmp: Path, clock: Clock | None) -> SessionStore:
     from acp_agent.store.postgres import PostgresSessionStore
     from tests.helpers.postgres import fresh_schema_url
@@ -48,7 +40,6 @@ async def _postgres(request: pytest.FixtureRequest, tmp: Path, clock: Clock | No
 OPENERS: dict[str, Opener] = {
     "memory": _memory,
     "sqlite": _sqlite,
-    "sqlite-journal": _journaled,
     "postgres": _postgres,
 }
 

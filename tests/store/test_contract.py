@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from acp_agent.errors import InvalidParams, ResourceNotFound
-from acp_agent.store import SessionRecord, SessionStore
+from acp_agent.store import SessionRecord, SessionStore, TurnWrite
 
 from ._contract import ME, chunk, ids, user
 from .conftest import MakeStore
@@ -167,7 +167,7 @@ async def test_each_owner_sees_only_its_own_sessions(store: SessionStore) -> Non
     await store.create(SessionRecord("a1", cwd="/", owner="alice"))
     await store.create(SessionRecord("b1", cwd="/", owner="bob"))
     await store.create(SessionRecord("a2", cwd="/", owner="alice"))
-    await store.write_turn("a1", "t", begin=[user("secret")], end="end_turn")
+    await store.write_turn(TurnWrite("a1", "t", begin=[user("secret")], end="end_turn"))
 
     assert await ids(store, "alice") == ["a1", "a2"]  # the turn made a1 the newest
     assert await ids(store, "bob") == ["b1"]
@@ -277,8 +277,10 @@ async def test_limit_must_be_positive(store: SessionStore) -> None:
 async def test_delete_removes_the_record_and_its_history(store: SessionStore) -> None:
     await store.create(SessionRecord("gone", cwd="/"))
     await store.create(SessionRecord("kept", cwd="/"))
-    await store.write_turn("gone", "t0", begin=[user("hi")], updates=[chunk("hello")], end="x")
-    await store.write_turn("gone", "t1", begin=[user("open")])
+    await store.write_turn(
+        TurnWrite("gone", "t0", begin=[user("hi")], updates=[chunk("hello")], end="x")
+    )
+    await store.write_turn(TurnWrite("gone", "t1", begin=[user("open")]))
 
     assert await store.delete(ME, "gone") is True
     assert await store.get(ME, "gone") is None
@@ -286,7 +288,7 @@ async def test_delete_removes_the_record_and_its_history(store: SessionStore) ->
     with pytest.raises(ResourceNotFound, match="gone"):
         await store.load_history(ME, "gone")
     with pytest.raises(ResourceNotFound, match="gone"):
-        await store.write_turn("gone", "t1", updates=[chunk("late")])
+        await store.write_turn(TurnWrite("gone", "t1", updates=[chunk("late")]))
     assert await store.delete(ME, "gone") is False
     assert await store.delete(ME, "never") is False
 
@@ -294,4 +296,4 @@ async def test_delete_removes_the_record_and_its_history(store: SessionStore) ->
     await store.create(SessionRecord("gone", cwd="/"))
     assert await store.load_history(ME, "gone") == []
     with pytest.raises(ResourceNotFound, match="t1"):
-        await store.write_turn("gone", "t1", updates=[chunk("x")])
+        await store.write_turn(TurnWrite("gone", "t1", updates=[chunk("x")]))

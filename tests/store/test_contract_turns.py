@@ -1,13 +1,13 @@
 """The SessionStore contract, run against every implementation (see ``OPENERS``): turns.
 
-Turn writes and history, their errors, writes made at once, concurrency, cancellation,
+Turn writes and history, their errors, concurrency, cancellation,
 closing, and the property tests. Records, owners and lists are in ``test_contract.py``.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import orjson
@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_agent.errors import IllegalTransition, ResourceNotFound
-from acp_agent.store import PackedJson, SessionRecord, SessionStore, TurnRecord
-from acp_agent.store.base import TurnWritesNow
+from acp_agent.store import PackedJson, SessionRecord, SessionStore, TurnRecord, TurnWrite
 
 from ._contract import ME, chunk, ids, user
 
@@ -33,12 +32,12 @@ async def test_turns_round_trip_in_order(store: SessionStore) -> None:
 
     prompt = [user("do it"), user("more")]
     tool = orjson.dumps({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "ls"}).decode()
-    await store.write_turn("s", "t0", begin=prompt)
-    await store.write_turn("s", "t0", updates=[chunk("a"), chunk("b")])
-    await store.write_turn("s", "t0", updates=[])
-    await store.write_turn("s", "t0", updates=[tool], end="end_turn")
-    await store.write_turn("s", "t1", begin=[user("again")], end="cancelled")
-    await store.write_turn("s", "t2", begin=[], updates=[chunk("running")])
+    await store.write_turn(TurnWrite("s", "t0", begin=prompt))
+    await store.write_turn(TurnWrite("s", "t0", updates=[chunk("a"), chunk("b")]))
+    await store.write_turn(TurnWrite("s", "t0", updates=[]))
+    await store.write_turn(TurnWrite("s", "t0", updates=[tool], end="end_turn"))
+    await store.write_turn(TurnWrite("s", "t1", begin=[user("again")], end="cancelled"))
+    await store.write_turn(TurnWrite("s", "t2", begin=[], updates=[chunk("running")]))
 
     assert await store.load_history(ME, "s") == [
         TurnRecord("t0", (*prompt, chunk("a"), chunk("b"), tool), "end_turn"),
@@ -51,10 +50,10 @@ async def test_turn_order_follows_begin_not_turn_id(store: SessionStore) -> None
     await store.create(SessionRecord("s", cwd="/"))
     await store.create(SessionRecord("other", cwd="/"))
     for turn_id in ["z", "a", "m"]:
-        await store.write_turn("s", turn_id, begin=[user(turn_id)])
-        await store.write_turn("other", turn_id, begin=[user(turn_id)], end="end_turn")
+        await store.write_turn(TurnWrite("s", turn_id, begin=[user(turn_id)]))
+        await store.write_turn(TurnWrite("other", turn_id, begin=[user(turn_id)], end="end_turn"))
     for turn_id in ["a", "z", "m"]:
-        await store.write_turn("s", turn_id, updates=[chunk(turn_id)], end="end_turn")
+        await store.write_turn(TurnWrite("s", turn_id, updates=[chunk(turn_id)], end="end_turn"))
     history = await store.load_history(ME, "s")
     assert [(t.turn_id, t.updates) for t in history] == [
         (t, (user(t), chunk(t))) for t in ["z", "a", "m"]
@@ -64,9 +63,9 @@ async def test_turn_order_follows_begin_not_turn_id(store: SessionStore) -> None
 async def test_turns_of_two_sessions_may_share_ids(store: SessionStore) -> None:
     for sid in ("a", "b"):
         await store.create(SessionRecord(sid, cwd="/"))
-        await store.write_turn(sid, "t", begin=[user(sid)])
-    await store.write_turn("a", "t", end="end_turn")
-    await store.write_turn("b", "t", updates=[chunk("b")])
+        await store.write_turn(TurnWrite(sid, "t", begin=[user(sid)]))
+    await store.write_turn(TurnWrite("a", "t", end="end_turn"))
+    await store.write_turn(TurnWrite("b", "t", updates=[chunk("b")]))
     assert await store.load_history(ME, "a") == [TurnRecord("t", (user("a"),), "end_turn")]
     assert await store.load_history(ME, "b") == [TurnRecord("t", (user("b"), chunk("b")), None)]
 
@@ -81,7 +80,7 @@ async def test_json_text_comes_back_exactly_as_given(store: SessionStore) -> Non
         orjson.dumps({weird: weird, "n": 2**64 - 1, "f": 1e-300}).decode(),
         "{}",
     ]
-    await store.write_turn("s", "t", begin=texts[:1], updates=texts[1:])
+    await store.write_turn(TurnWrite("s", "t", begin=texts[:1], updates=texts[1:]))
     [turn] = await store.load_history(ME, "s")
     assert turn.updates == tuple(texts)
 
@@ -96,13 +95,13 @@ async def test_turn_activity_bumps_updated_at(store: SessionStore) -> None:
         return (await ids(store, limit=1))[0]
 
     assert await newest() == "b"
-    await store.write_turn("a", "t", begin=[])
+    await store.write_turn(TurnWrite("a", "t", begin=[]))
     assert await newest() == "a"
     await store.update(SessionRecord("b", cwd="/", title="b"))
-    await store.write_turn("a", "t", updates=[chunk("x")])
+    await store.write_turn(TurnWrite("a", "t", updates=[chunk("x")]))
     assert await newest() == "a"
     await store.update(SessionRecord("b", cwd="/", title="b2"))
-    await store.write_turn("a", "t", end="end_turn")
+    await store.write_turn(TurnWrite("a", "t", end="end_turn"))
     assert await newest() == "a"
     after = await store.get(ME, "a")
     assert after is not None
@@ -112,9 +111,9 @@ async def test_turn_activity_bumps_updated_at(store: SessionStore) -> None:
 
 async def test_unknown_session_is_resource_not_found_naming_it(store: SessionStore) -> None:
     calls = [
-        store.write_turn("ghost", "t", begin=[]),
-        store.write_turn("ghost", "t", updates=[chunk("x")]),
-        store.write_turn("ghost", "t", end="end_turn"),
+        store.write_turn(TurnWrite("ghost", "t", begin=[])),
+        store.write_turn(TurnWrite("ghost", "t", updates=[chunk("x")])),
+        store.write_turn(TurnWrite("ghost", "t", end="end_turn")),
         store.load_history(ME, "ghost"),
     ]
     for call in calls:
@@ -127,7 +126,7 @@ async def test_unknown_turn_is_resource_not_found_naming_it(store: SessionStore)
     await store.create(SessionRecord("s", cwd="/"))
     for steps in ({"updates": [chunk("x")]}, {"end": "end_turn"}, {}):
         with pytest.raises(ResourceNotFound, match="'nope'") as info:
-            await store.write_turn("s", "nope", **steps)
+            await store.write_turn(TurnWrite("s", "nope", **steps))
         assert info.value.data == {"sessionId": "s", "turnId": "nope"}
     assert await store.load_history(ME, "s") == []
 
@@ -136,73 +135,29 @@ async def test_turn_misuse_is_an_illegal_transition_and_changes_nothing(
     store: SessionStore,
 ) -> None:
     await store.create(SessionRecord("s", cwd="/"))
-    await store.write_turn("s", "t", begin=[user("p")])
+    await store.write_turn(TurnWrite("s", "t", begin=[user("p")]))
     with pytest.raises(IllegalTransition, match="running"):
-        await store.write_turn("s", "t", begin=[user("again")], updates=[chunk("no")])
-    await store.write_turn("s", "t", end="end_turn")
+        await store.write_turn(TurnWrite("s", "t", begin=[user("again")], updates=[chunk("no")]))
+    await store.write_turn(TurnWrite("s", "t", end="end_turn"))
     with pytest.raises(IllegalTransition, match="ended"):
-        await store.write_turn("s", "t", end="cancelled")
+        await store.write_turn(TurnWrite("s", "t", end="cancelled"))
     with pytest.raises(IllegalTransition, match="ended"):
-        await store.write_turn("s", "t", updates=[chunk("late")])
+        await store.write_turn(TurnWrite("s", "t", updates=[chunk("late")]))
     with pytest.raises(IllegalTransition, match="ended"):
-        await store.write_turn("s", "t", begin=[])
+        await store.write_turn(TurnWrite("s", "t", begin=[]))
     assert await store.load_history(ME, "s") == [TurnRecord("t", (user("p"),), "end_turn")]
-
-
-def now_writer(store: SessionStore) -> TurnWritesNow:
-    """The store's ``write_turn_now`` side; the test is skipped for a store without it."""
-    if not hasattr(store, "write_turn_now"):
-        pytest.skip("this store has no write_turn_now")
-    return cast(TurnWritesNow, store)
-
-
-async def test_writes_made_at_once_mix_with_awaited_ones(store: SessionStore) -> None:
-    now = now_writer(store)
-    await store.create(SessionRecord("s", cwd="/"))
-    await store.write_turn("s", "t0", begin=[user("a")])
-    assert now.write_turn_now("s", "t0", updates=[chunk("b")], end="end_turn")
-    # A store may answer False (nothing written): the write is then awaited.
-    if not now.write_turn_now("s", "t1", begin=[user("c")], updates=[chunk("d")]):
-        await store.write_turn("s", "t1", begin=[user("c")], updates=[chunk("d")])
-    await store.write_turn("s", "t1", end="cancelled")
-    assert await store.load_history(ME, "s") == [
-        TurnRecord("t0", (user("a"), chunk("b")), "end_turn"),
-        TurnRecord("t1", (user("c"), chunk("d")), "cancelled"),
-    ]
-
-
-async def test_a_write_made_at_once_raises_what_write_turn_raises(store: SessionStore) -> None:
-    now = now_writer(store)
-
-    async def write(session_id: str, turn_id: str, **steps: Any) -> None:
-        # At once, or (False: nothing written) awaited: either way, the same error.
-        if not now.write_turn_now(session_id, turn_id, **steps):
-            await store.write_turn(session_id, turn_id, **steps)
-
-    await store.create(SessionRecord("s", cwd="/"))
-    with pytest.raises(ResourceNotFound, match="'ghost'"):
-        await write("ghost", "t", begin=[])
-    with pytest.raises(ResourceNotFound, match="'nope'"):
-        await write("s", "nope", updates=[chunk("x")])
-    await write("s", "t", begin=[user("p")], end="end_turn")
-    with pytest.raises(IllegalTransition, match="ended"):
-        await write("s", "t", begin=[user("again")])
-    with pytest.raises(IllegalTransition, match="ended"):
-        await write("s", "t", updates=[chunk("late")])
-    assert await store.load_history(ME, "s") == [TurnRecord("t", (user("p"),), "end_turn")]
-    await store.aclose()
-    with pytest.raises(anyio.ClosedResourceError):
-        now.write_turn_now("s", "u", begin=[])
 
 
 async def test_concurrent_writers_lose_nothing(store: SessionStore) -> None:
     for s in range(3):
         await store.create(SessionRecord(f"s{s}", cwd="/"))
-        await store.write_turn(f"s{s}", "t", begin=[])
+        await store.write_turn(TurnWrite(f"s{s}", "t", begin=[]))
 
     async def writer(s: int) -> None:
         for i in range(20):
-            await store.write_turn(f"s{s}", "t", updates=[f'{{"i":{i},"j":0}}', f'{{"i":{i}}}'])
+            await store.write_turn(
+                TurnWrite(f"s{s}", "t", updates=[f'{{"i":{i},"j":0}}', f'{{"i":{i}}}'])
+            )
 
     async with anyio.create_task_group() as tg:
         for s in range(3):
@@ -216,12 +171,12 @@ async def test_concurrent_writers_lose_nothing(store: SessionStore) -> None:
 
 async def test_a_cancelled_call_leaves_the_store_usable(store: SessionStore) -> None:
     await store.create(SessionRecord("s", cwd="/"))
-    await store.write_turn("s", "t", begin=[])
+    await store.write_turn(TurnWrite("s", "t", begin=[]))
     with anyio.CancelScope() as scope:
         scope.cancel()
-        await store.write_turn("s", "t", updates=[chunk("never")])
+        await store.write_turn(TurnWrite("s", "t", updates=[chunk("never")]))
     assert scope.cancelled_caught
-    await store.write_turn("s", "t", updates=[chunk("after")])
+    await store.write_turn(TurnWrite("s", "t", updates=[chunk("after")]))
     [turn] = await store.load_history(ME, "s")
     assert turn.updates == (chunk("after"),)
 
@@ -235,7 +190,7 @@ async def test_a_closed_store_refuses_calls(store: SessionStore) -> None:
     with pytest.raises(anyio.ClosedResourceError):
         await store.list(ME)
     with pytest.raises(anyio.ClosedResourceError):
-        await store.write_turn("s", "t", begin=[])
+        await store.write_turn(TurnWrite("s", "t", begin=[]))
 
 
 _text = st.text(st.characters(exclude_categories=["Cs"]))
@@ -268,8 +223,8 @@ async def test_any_json_and_any_names_come_back_equal(
     sid = f"s{next(_examples)}"
     await store.create(SessionRecord(sid, cwd="/", owner=owner, title=title))
     texts = [orjson.dumps(u).decode() for u in updates]
-    await store.write_turn(sid, "t", begin=texts[:1])
-    await store.write_turn(sid, "t", updates=texts[1:])
+    await store.write_turn(TurnWrite(sid, "t", begin=texts[:1]))
+    await store.write_turn(TurnWrite(sid, "t", updates=texts[1:]))
     [turn] = await store.load_history(owner, sid)
     assert [orjson.loads(t) for t in turn.updates] == updates
     got = await store.get(owner, sid)
@@ -277,13 +232,11 @@ async def test_any_json_and_any_names_come_back_equal(
     assert got.title == title
 
 
-async def test_a_store_that_takes_packed_items_returns_their_text(store: SessionStore) -> None:
-    if not getattr(store, "takes_packed_items", False):
-        pytest.skip("this store takes JSON text only (the glue expands packed items for it)")
+async def test_packed_items_come_back_as_their_text(store: SessionStore) -> None:
     await store.create(SessionRecord("s", cwd="/"))
     big = chunk("x" * 2_000_000 + " 日本語")
     packed = PackedJson.pack(big.encode())
-    await store.write_turn("s", "t", begin=[packed, user("p")], updates=[chunk("a")])  # type: ignore[list-item]
-    await store.write_turn("s", "t", updates=[packed], end="end_turn")  # type: ignore[list-item]
+    await store.write_turn(TurnWrite("s", "t", begin=[packed, user("p")], updates=[chunk("a")]))
+    await store.write_turn(TurnWrite("s", "t", updates=[packed], end="end_turn"))
     [turn] = await store.load_history(ME, "s")
     assert turn.updates == (big, user("p"), chunk("a"), big)

@@ -22,7 +22,13 @@ from acp_agent.reference import ReferenceAgent
 from acp_agent.runner import store_name
 from acp_agent.sessions_cli import file_size
 from acp_agent.sessions_cli import main as sessions_main
-from acp_agent.store import DEFAULT_OWNER, SessionRecord, SqliteSessionStore, default_db_path
+from acp_agent.store import (
+    DEFAULT_OWNER,
+    SessionRecord,
+    SqliteSessionStore,
+    TurnWrite,
+    default_db_path,
+)
 from tests.helpers.wire_client import FULL_CAPS, child_env, spawn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +47,7 @@ def fill(db: Path, sessions: dict[str, tuple[str, int]]) -> None:
             for sid, (_, size) in sessions.items():
                 await store.create(SessionRecord(sid, cwd=f"/work/{sid}"))
                 text = "x" * max(0, size - len(item("")))
-                await store.write_turn(sid, "t", begin=[item(text)], end="end_turn")
+                await store.write_turn(TurnWrite(sid, "t", begin=[item(text)], end="end_turn"))
 
     anyio.run(run)
     # the turns bumped updated_at: set the times this test wants
@@ -182,7 +188,7 @@ def test_prune_removes_old_sessions_and_gives_the_space_back(
     db = tmp_path / "s.sqlite3"
     fill(db, {"sess_old": (OLD, 3_000_000), "sess_new": (NEW, 1000)})
     before = file_size(db)
-    code, out = run_sessions(capsys, db, "prune", "--older-than", "30")
+    code, out = run_sessions(capsys, db, "prune", "--older-than", "30", "--vacuum")
     assert code == 0
     assert out.startswith("pruned 1 sessions not used for 30 days")
     after = file_size(db)

@@ -8,13 +8,14 @@ import platformdirs
 import pytest
 
 from acp_agent.store import (
+    LOCK_WAIT_ENV_VAR,
     MemorySessionStore,
     SessionRecord,
     SqliteSessionStore,
+    StoreFailed,
     default_db_path,
     open_store,
 )
-from acp_agent.store.journal import JournaledStore
 
 pytestmark = pytest.mark.anyio
 
@@ -45,8 +46,7 @@ async def test_a_path_gives_a_sqlite_store_and_creates_parents(tmp_path: Path) -
     path = tmp_path / "deep" / "er" / "s.sqlite3"
     store = await open_store(str(path))
     try:
-        assert isinstance(store, JournaledStore)
-        assert isinstance(store.inner, SqliteSessionStore)
+        assert isinstance(store, SqliteSessionStore)
         await store.create(SessionRecord("s", cwd="/"))
     finally:
         await store.aclose()
@@ -57,7 +57,7 @@ async def test_none_uses_the_env_var(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     monkeypatch.setenv("ACP_AGENT_DB", str(tmp_path / "env.sqlite3"))
     store = await open_store(None)
     try:
-        assert isinstance(store, JournaledStore)
+        assert isinstance(store, SqliteSessionStore)
         assert store.path == tmp_path / "env.sqlite3"
     finally:
         await store.aclose()
@@ -67,3 +67,44 @@ async def test_none_uses_the_env_var(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         assert isinstance(store, MemorySessionStore)
     finally:
         await store.aclose()
+
+
+async def test_the_lock_wait_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(LOCK_WAIT_ENV_VAR, "0.5")
+    store = await open_store(str(tmp_path / "s.sqlite3"))
+    try:
+        assert isinstance(store, SqliteSessionStore)
+        assert store.lock_wait == 0.5
+    finally:
+        await store.aclose()
+    monkeypatch.setenv(LOCK_WAIT_ENV_VAR, "soon")
+    with pytest.raises(StoreFailed, match="'soon' is not a number of seconds"):
+        await open_store(str(tmp_path / "s.sqlite3"))
+
+
+@pytest.mark.parametrize(
+    ("where", "reason"),
+    [
+        ("dir", "is a directory"),
+        ("notes.txt", "is not a SQLite database"),
+        ("notes.txt/s.db", "is not a directory"),
+        ("other.db", "schema version"),
+    ],
+)
+async def test_a_store_that_cannot_be_used_fails_to_open_saying_why(
+    tmp_path: Path, where: str, reason: str
+) -> None:
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "notes.txt").write_text("my notes\n")
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "other.db") as conn:
+        conn.execute("create table t (x)")
+    conn.close()
+    with pytest.raises(StoreFailed) as caught:
+        await open_store(str(tmp_path / where))
+    assert caught.value.message.startswith(f"session store {tmp_path / where}: ")
+    assert reason in caught.value.message
+    assert (tmp_path / "notes.txt").read_text() == "my notes\n"

@@ -14,7 +14,7 @@ import anyio.to_thread
 import pytest
 
 from acp_agent.errors import SessionLeased
-from acp_agent.store import DEFAULT_OWNER, SessionRecord
+from acp_agent.store import DEFAULT_OWNER, SessionRecord, TurnWrite
 from acp_agent.store.pg_sql import SCHEMA_VERSION
 from acp_agent.store.postgres import PostgresSessionStore, SchemaTooNew
 
@@ -74,7 +74,7 @@ async def test_a_session_has_one_live_owner(postgres_url: str, host: Host) -> No
     assert refused.value.data["reason"] == "leased"
     assert 0 < refused.value.data["retryAfterMs"] <= 30_000
     with pytest.raises(SessionLeased):
-        await b.write_turn("s", "t", begin=[])
+        await b.write_turn(TurnWrite("s", "t", begin=[]))
     with pytest.raises(SessionLeased):
         await b.delete(DEFAULT_OWNER, "s")
     # Reads are anyone's.
@@ -86,18 +86,18 @@ async def test_a_session_has_one_live_owner(postgres_url: str, host: Host) -> No
         await b.acquire("s")
     await a.release("s")
     await b.acquire("s")
-    await b.write_turn("s", "t", begin=[chunk("b")], end="end_turn")
+    await b.write_turn(TurnWrite("s", "t", begin=[chunk("b")], end="end_turn"))
 
 
 async def test_a_stale_owner_is_fenced_out_after_a_takeover(postgres_url: str, host: Host) -> None:
     a, b = await host(), await host()
     await a.create(SessionRecord("s", cwd="/"))
-    await a.write_turn("s", "t1", begin=[chunk("a")])
+    await a.write_turn(TurnWrite("s", "t1", begin=[chunk("a")]))
     await expire_leases(postgres_url)  # a is paused past its lease...
     await b.acquire("s")  # ... and b takes over
-    await b.write_turn("s", "t2", begin=[chunk("b")], end="end_turn")
+    await b.write_turn(TurnWrite("s", "t2", begin=[chunk("b")], end="end_turn"))
     with pytest.raises(SessionLeased) as refused:
-        await a.write_turn("s", "t1", updates=[chunk("late")], end="end_turn")
+        await a.write_turn(TurnWrite("s", "t1", updates=[chunk("late")], end="end_turn"))
     assert refused.value.data["reason"] == "leaseLost"
     with pytest.raises(SessionLeased):
         a.check_lease("s")  # known now: the next turn is refused before it runs
@@ -119,7 +119,7 @@ async def test_a_lost_lease_taken_back_outlives_the_old_acquisition(
     await a.create(SessionRecord("s", cwd="/"))  # a serves it (one acquisition)
     await expire_leases(postgres_url)
     await b.acquire("s")
-    await b.write_turn("s", "t", begin=[])
+    await b.write_turn(TurnWrite("s", "t", begin=[]))
     await anyio.to_thread.run_sync(a.renew_now)  # a learns it lost the session
     await b.release("s")
     await a.acquire("s")  # a's client loads it again...
@@ -127,14 +127,14 @@ async def test_a_lost_lease_taken_back_outlives_the_old_acquisition(
     a.check_lease("s")
     with pytest.raises(SessionLeased):
         await b.acquire("s")
-    await a.write_turn("s", "t", end="end_turn")
+    await a.write_turn(TurnWrite("s", "t", end="end_turn"))
 
 
 async def test_an_expired_lease_nobody_took_is_still_good(postgres_url: str, host: Host) -> None:
     a = await host()
     await a.create(SessionRecord("s", cwd="/"))
     await expire_leases(postgres_url)
-    await a.write_turn("s", "t", begin=[chunk("a")], end="end_turn")  # its token stands
+    await a.write_turn(TurnWrite("s", "t", begin=[chunk("a")], end="end_turn"))  # its token stands
     [turn] = await a.load_history(DEFAULT_OWNER, "s")
     assert turn.stop_reason == "end_turn"
 

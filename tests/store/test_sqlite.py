@@ -4,15 +4,15 @@ processes, crash safety and private files."""
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import signal
 import sqlite3
 import stat
 import sys
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, closing
-from functools import partial
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,15 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from acp_agent.errors import SessionLeased
 from acp_agent.store import (
     DEFAULT_OWNER,
     PackedJson,
-    SchemaVersionError,
     SessionRecord,
     SqliteSessionStore,
+    StoreFailed,
     TurnRecord,
+    TurnWrite,
 )
 from acp_agent.store import sqlite as sqlite_store
 from acp_agent.store.sqlite import SCHEMA_VERSION
@@ -58,9 +60,9 @@ async def test_everything_survives_a_reopen(tmp_path: Path) -> None:
     )
     async with await SqliteSessionStore.open(db) as first:
         await first.create(record)
-        await first.write_turn("s", "done", begin=[item(p=0)], end="end_turn")
-        await first.write_turn("s", "open", begin=[item(p=1)], updates=[item(u=0)])
-        await first.write_turn("s", "open", updates=[item(u=1)])
+        await first.write_turn(TurnWrite("s", "done", begin=[item(p=0)], end="end_turn"))
+        await first.write_turn(TurnWrite("s", "open", begin=[item(p=1)], updates=[item(u=0)]))
+        await first.write_turn(TurnWrite("s", "open", updates=[item(u=1)]))
         stored = await first.get(ME, "s")
     async with await SqliteSessionStore.open(db) as second:
         assert await second.get(ME, "s") == stored
@@ -69,7 +71,7 @@ async def test_everything_survives_a_reopen(tmp_path: Path) -> None:
             TurnRecord("open", (item(p=1), item(u=0), item(u=1)), None),
         ]
         # the open turn goes on in the new instance
-        await second.write_turn("s", "open", end="cancelled")
+        await second.write_turn(TurnWrite("s", "open", end="cancelled"))
         assert [t.stop_reason for t in await second.load_history(ME, "s")] == [
             "end_turn",
             "cancelled",
@@ -96,7 +98,7 @@ async def test_a_file_of_another_schema_is_refused_and_left_alone(
         conn.execute("CREATE TABLE theirs (x)")
         conn.execute(f"PRAGMA user_version = {version}")
         conn.commit()
-    with pytest.raises(SchemaVersionError, match=f"version {version}"):
+    with pytest.raises(StoreFailed, match=f"version {version}"):
         await SqliteSessionStore.open(db)
     assert raw(db, "SELECT name FROM sqlite_master") == [("theirs",)]
 
@@ -106,8 +108,8 @@ async def test_delete_cascades_to_turns_and_updates(tmp_path: Path) -> None:
     async with await SqliteSessionStore.open(db) as store:
         for sid in ("gone", "kept"):
             await store.create(SessionRecord(sid, cwd="/"))
-            await store.write_turn(sid, "t", begin=[item(a=1)], updates=[item(b=2)])
-            await store.write_turn(sid, "t", updates=[item(c=3)], end="end_turn")
+            await store.write_turn(TurnWrite(sid, "t", begin=[item(a=1)], updates=[item(b=2)]))
+            await store.write_turn(TurnWrite(sid, "t", updates=[item(c=3)], end="end_turn"))
         assert raw(db, "SELECT count(*) FROM updates") == [(4,)]
         assert await store.delete(ME, "gone") is True
         assert raw(db, "SELECT count(*) FROM turns") == [(1,)]
@@ -156,9 +158,9 @@ async def test_the_database_and_its_side_files_are_private_whatever_the_umask(
     try:
         async with await SqliteSessionStore.open(db) as store:
             await store.create(SessionRecord("s", cwd="/"))
-            await store.write_turn("s", "t", begin=[item(secret=1)])
+            await store.write_turn(TurnWrite("s", "t", begin=[item(secret=1)]))
             files = sorted(p.name for p in db.parent.iterdir())
-            assert files == ["s.sqlite3", "s.sqlite3-shm", "s.sqlite3-wal"]
+            assert files == ["s.sqlite3", "s.sqlite3-shm", "s.sqlite3-wal", "s.sqlite3.locks"]
             assert {p.name: mode(p) for p in db.parent.iterdir()} == dict.fromkeys(files, 0o600)
     finally:
         os.umask(old)
@@ -196,14 +198,15 @@ async def test_two_processes_share_one_file(tmp_path: Path) -> None:
     with anyio.fail_after(50):
         async with await SqliteSessionStore.open(db) as store:
             await store.create(SessionRecord("parent", cwd="/parent"))
-            await store.write_turn("parent", "t0", begin=[item(who="parent", prompt=True)])
+            await store.write_turn(
+                TurnWrite("parent", "t0", begin=[item(who="parent", prompt=True)])
+            )
             async with child("share", db, n) as (process, out):
                 assert await readline(out) == b"ready"
-                for i in range(n):  # while the child writes too, at once when it can
+                for i in range(n):  # while the child writes too
                     update = [item(who="parent", i=i)]
-                    if not store.write_turn_now("parent", "t0", updates=update):
-                        await store.write_turn("parent", "t0", updates=update)
-                await store.write_turn("parent", "t0", end="end_turn")
+                    await store.write_turn(TurnWrite("parent", "t0", updates=update))
+                await store.write_turn(TurnWrite("parent", "t0", end="end_turn"))
                 assert await readline(out) == b"written"
                 assert process.stdin is not None
                 await process.stdin.send(b"go\n")
@@ -240,91 +243,21 @@ async def test_a_killed_process_loses_nothing_it_wrote(tmp_path: Path) -> None:
         )
 
 
-async def test_the_worker_checkpoints_a_large_wal_when_idle(tmp_path: Path) -> None:
-    db = tmp_path / "s.sqlite3"
-    async with await SqliteSessionStore.open(db) as store:
-        await store.create(SessionRecord("s", cwd="/"))
-        await store.write_turn("s", "big", begin=[item(text="x" * 6_000_000)], end="end_turn")
-        # Jobs run in order and the checkpoint follows the write: after the next job, the
-        # rows are in the database file itself.
-        await store.get(ME, "s")
-        assert db.stat().st_size > 6_000_000
-        # The next write starts the WAL over, cut back to its limit.
-        await store.write_turn("s", "small", begin=[item(text="y")], end="end_turn")
-        await store.get(ME, "s")
-        assert os.stat(f"{db}-wal").st_size <= sqlite_store.WAL_BYTES
-        assert [t.turn_id for t in await store.load_history(ME, "s")] == ["big", "small"]
-
-
-async def test_a_write_at_once_overtakes_nothing_and_waits_for_no_one(tmp_path: Path) -> None:
-    db = tmp_path / "s.sqlite3"
-    async with await SqliteSessionStore.open(db) as store:
-        await store.create(SessionRecord("s", cwd="/"))
-        with closing(sqlite3.connect(db, isolation_level=None)) as other:
-            other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
-            assert not store.write_turn_now("s", "t", begin=[item(n=0)])
-            other.execute("ROLLBACK")
-        worker = store._worker
-        assert worker is not None
-        release = threading.Event()
-        worker.post(release.wait, lambda outcome: None)  # the worker is busy
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(partial(store.write_turn, "s", "t", begin=[item(n=1)]))
-            await anyio.wait_all_tasks_blocked()
-            # Operations are queued or running: a write at once would overtake them.
-            assert not store.write_turn_now("s", "t", updates=[item(n=2)])
-            release.set()
-        assert store.write_turn_now("s", "t", updates=[item(n=3)], end="end_turn")
-        [turn] = await store.load_history(ME, "s")
-        assert turn == TurnRecord("t", (item(n=1), item(n=3)), "end_turn")
-
-
-async def test_a_large_write_is_never_made_on_the_callers_thread(tmp_path: Path) -> None:
-    async with await SqliteSessionStore.open(tmp_path / "s.sqlite3") as store:
-        await store.create(SessionRecord("s", cwd="/"))
-        big = item(text="x" * sqlite_store.INLINE_BYTES)
-        assert not store.write_turn_now("s", "t", begin=[big])
-        assert not store.write_turn_now("s", "t", begin=[PackedJson.pack(b"{}")])
-        assert await store.load_history(ME, "s") == []
-
-
-async def test_writes_at_once_have_the_worker_checkpoint_the_wal(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(sqlite_store, "CHECK_WAL_EVERY", 4)
-    db = tmp_path / "s.sqlite3"
-    checkpointed = threading.Event()
-    async with await SqliteSessionStore.open(db) as store:
-        await store.create(SessionRecord("s", cwd="/"))
-        worker = store._worker
-        assert worker is not None
-        idle_step = worker._idle
-
-        def watched() -> None:  # on the worker thread
-            idle_step()
-            if db.stat().st_size > 4_000_000:
-                checkpointed.set()
-
-        worker._idle = watched
-        text = item(text="x" * 60_000)
-        for i in range(100):  # 6 MB in the WAL, and no operation for the worker
-            assert store.write_turn_now("s", f"t{i}", begin=[text], end="end_turn")
-        assert await anyio.to_thread.run_sync(checkpointed.wait, 20)  # bound: a failure only
-        assert len(await store.load_history(ME, "s")) == 100
-
-
 async def test_packed_items_are_stored_compressed_and_come_back_as_text(tmp_path: Path) -> None:
     db = tmp_path / "s.sqlite3"
     big = item(text="x" * 3_000_000 + " 日本語 🎉")
     prompt = item(text="p" * 300_000)
     async with await SqliteSessionStore.open(db) as store:
-        assert store.takes_packed_items
         await store.create(SessionRecord("s", cwd="/"))
         await store.write_turn(
-            "s", "t", begin=[PackedJson.pack(prompt.encode()), item(a=1)], updates=[item(b=2)]
+            TurnWrite(
+                "s", "t", begin=[PackedJson.pack(prompt.encode()), item(a=1)], updates=[item(b=2)]
+            )
         )
         await store.write_turn(
-            "s", "t", updates=[item(c=3), PackedJson.pack(big.encode()), item(d=4)], end="x"
+            TurnWrite(
+                "s", "t", updates=[item(c=3), PackedJson.pack(big.encode()), item(d=4)], end="x"
+            )
         )
         [turn] = await store.load_history(ME, "s")
         assert turn.updates == (prompt, item(a=1), item(b=2), item(c=3), big, item(d=4))
@@ -338,7 +271,7 @@ async def test_packed_items_that_do_not_compress_are_stored_as_they_are(tmp_path
     assert not packed.compressed  # zlib would save a quarter of it, at great cost
     async with await SqliteSessionStore.open(tmp_path / "s.sqlite3") as store:
         await store.create(SessionRecord("s", cwd="/"))
-        await store.write_turn("s", "t", begin=[packed, item(a=1)], end="end_turn")
+        await store.write_turn(TurnWrite("s", "t", begin=[packed, item(a=1)], end="end_turn"))
         [turn] = await store.load_history(ME, "s")
         assert turn.updates == (text, item(a=1))
         [(_, (_, stored))] = (await store.sizes(ME)).items()
@@ -355,11 +288,177 @@ async def test_items_written_together_share_one_row_and_come_back_one_by_one(
     second = [item(e=""), pretty, item(f=1), PackedJson.pack(big.encode()), item(g=2)]
     async with await SqliteSessionStore.open(db) as store:
         await store.create(SessionRecord("s", cwd="/"))
-        await store.write_turn("s", "t", begin=[item(p=0)], updates=first)
-        await store.write_turn("s", "t", updates=second, end="end_turn")
+        await store.write_turn(TurnWrite("s", "t", begin=[item(p=0)], updates=first))
+        await store.write_turn(TurnWrite("s", "t", updates=second, end="end_turn"))
         [turn] = await store.load_history(ME, "s")
     assert turn.updates == (item(p=0), *first, item(e=""), pretty, item(f=1), big, item(g=2))
     kinds = raw(db, "SELECT typeof(body) FROM updates ORDER BY id")
     # the prompt and the 100 updates; then one line; the pretty item; one line; the big
     # item; one line
     assert [kind for (kind,) in kinds] == ["text", "text", "blob", "text", "blob", "text"]
+
+
+# --- what the store checks so that a write is never acknowledged without being in the file ---
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX record locks")
+async def test_a_session_open_in_another_process_is_refused_until_it_lets_go(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("held", cwd="/"))
+        await store.release("held")  # create held it for this process
+        with anyio.fail_after(30):
+            async with child("hold", db, 0) as (process, out):
+                assert await readline(out) == b"ready"
+                with pytest.raises(SessionLeased) as caught:
+                    await store.acquire("held")
+                assert caught.value.data == {
+                    "sessionId": "held",
+                    "reason": "leased",
+                    "retryAfterMs": 1000,
+                }
+                assert process.stdin is not None
+                await process.stdin.send(b"go\n")
+                assert await readline(out) == b"released"
+                await store.acquire("held")  # let go: this process holds it now
+                await store.release("held")
+            # A process that dies drops its hold: the session is taken over at once.
+            async with child("hold", db, 0) as (process, out):
+                assert await readline(out) == b"ready"
+                with pytest.raises(SessionLeased):
+                    await store.acquire("held")
+                process.kill()
+                await process.wait()
+                await store.acquire("held")
+
+
+async def test_acquisitions_in_one_store_are_counted(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.acquire("held")
+        await store.acquire("held")
+        await store.release("held")
+        with anyio.fail_after(30):
+            async with child("hold", db, 0) as (process, _out):
+                assert await process.wait() != 0  # still held once here: refused
+            await store.release("held")
+            async with child("hold", db, 0) as (_process, out):
+                assert await readline(out) == b"ready"
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+async def test_a_database_file_deleted_or_replaced_fails_every_write(
+    tmp_path: Path, how: str
+) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        await store.write_turn(TurnWrite("s", "t0", begin=[item(n=0)], end="end_turn"))
+        if how == "deleted":
+            db.unlink()
+        else:
+            other = tmp_path / "other.sqlite3"
+            async with await SqliteSessionStore.open(other) as elsewhere:
+                await elsewhere.create(SessionRecord("s", cwd="/"))
+            os.replace(other, db)
+        for _ in range(2):
+            with pytest.raises(StoreFailed, match="deleted or replaced") as caught:
+                await store.write_turn(TurnWrite("s", "t1", begin=[item(n=1)], end="end_turn"))
+            assert caught.value.message.startswith(f"session store {db}: ")
+        with pytest.raises(StoreFailed, match="deleted or replaced"):
+            await store.create(SessionRecord("new", cwd="/"))
+
+
+class Records(logging.Handler):
+    """Keeps the messages logged; ``seen`` is set by the first one containing ``word``."""
+
+    def __init__(self, word: str) -> None:
+        super().__init__()
+        self.word = word
+        self.messages: list[str] = []
+        self.seen = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+        if self.word in record.getMessage():
+            self.seen.set()
+
+
+@contextmanager
+def recording(word: str) -> Iterator[Records]:
+    logger = logging.getLogger("acp_agent.store.sqlite")
+    handler = Records(word)
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+async def test_another_process_holding_the_write_lock_is_waited_out(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db, lock_wait=60) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        with (
+            closing(sqlite3.connect(db, isolation_level=None)) as other,
+            recording("waiting") as log,
+        ):
+            other.execute("BEGIN IMMEDIATE")  # a `sessions prune`, another agent
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    store.write_turn, TurnWrite("s", "t", begin=[item(n=0)], end="end_turn")
+                )
+                assert await anyio.to_thread.run_sync(log.seen.wait, 20)  # a bound, no sync
+                assert raw(db, "SELECT count(*) FROM turns") == [(0,)]  # not written yet
+                other.execute("ROLLBACK")
+        assert log.messages[0] == (
+            f"session store {db}: another process holds the write lock; waiting up to 60 s"
+        )
+        assert log.messages[-1].startswith(f"session store {db}: got the write lock after ")
+        [turn] = await store.load_history(ME, "s")
+        assert turn == TurnRecord("t", (item(n=0),), "end_turn")
+
+
+async def test_a_write_lock_held_too_long_fails_the_write_saying_so(tmp_path: Path) -> None:
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db, lock_wait=0.3) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        with closing(sqlite3.connect(db, isolation_level=None)) as other, recording("x") as log:
+            other.execute("BEGIN IMMEDIATE")
+            with pytest.raises(StoreFailed) as caught:
+                await store.write_turn(TurnWrite("s", "t", begin=[item(n=0)]))
+            other.execute("ROLLBACK")
+        assert caught.value.message == (
+            f"session store {db}: another process held the write lock for more than 0.3 s"
+        )
+        assert log.messages[-1] == caught.value.message  # logged once, as it is
+        await store.write_turn(TurnWrite("s", "t", begin=[item(n=1)]))  # and usable again
+        assert [t.updates for t in await store.load_history(ME, "s")] == [(item(n=1),)]
+
+
+async def test_prune_deletes_in_small_transactions_and_spares_held_sessions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "PRUNE_BATCH", 7)
+    db = tmp_path / "s.sqlite3"
+    async with await SqliteSessionStore.open(db) as store:
+        for sid in ("old", "held", "new"):
+            await store.create(SessionRecord(sid, cwd="/"))
+            await store.write_turn(TurnWrite(sid, "t", begin=[item(n=-1)]))
+            for n in range(54):  # one row per write: 55 rows to delete
+                await store.write_turn(TurnWrite(sid, "t", updates=[item(n=n)]))
+        cutoff = (await store.get(ME, "new")).updated_at  # type: ignore[union-attr]
+        await store.release("held")
+        await store.release("old")
+        statements: list[str] = []
+        store._conn.set_trace_callback(statements.append)  # type: ignore[union-attr]
+        async with child("hold", db, 0) as (_process, out):
+            assert await readline(out) == b"ready"  # another agent has "held" open
+            assert await store.prune(ME, cutoff) == ["old"]
+        deletes = [s for s in statements if s.startswith("DELETE FROM updates")]
+        assert len(deletes) == 55 // 7 + 2  # 55 rows, 7 a transaction, and the empty check
+        assert statements.count("BEGIN IMMEDIATE") >= len(deletes) + 1
+        assert sorted(r.session_id for r in (await store.list(ME))[0]) == ["held", "new"]
+        assert raw(db, "SELECT count(*) FROM turns WHERE session_id = 'old'") == [(0,)]
