@@ -134,6 +134,12 @@ class Persister:
                 self._held_back[session_id].append(write)
             else:
                 await self.store.write_turn(write)
+                log.debug(
+                    "stored %d steps of turn %s (session %s)",
+                    _steps(write),
+                    write.turn_id,
+                    session_id,
+                )
         except SessionLeased as exc:
             # Another host owns the session now: only its turn fails (see ``refused``).
             log.warning("session %s: %s", session_id, exc.message)

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Final
 
+from acp_agent.errors import InternalError
 from acp_agent.store.base import (
     DEFAULT_OWNER,
     JsonText,
@@ -97,15 +98,19 @@ async def open_store(
     if target in _MEMORY_NAMES:
         return MemorySessionStore()
     if target.startswith(("postgresql://", "postgres://")):
+        # Named "PostgreSQL", not by its URL, which may hold a password.
         try:
             from acp_agent.store.postgres import DEFAULT_LEASE_TIMEOUT, PostgresSessionStore
-        except ModuleNotFoundError:
+        except ImportError:
             raise StoreFailed(
-                target, "PostgreSQL needs the postgres extra: pip install 'acp-agent-kit[postgres]'"
+                "PostgreSQL", "needs the postgres extra: pip install 'acp-agent-kit[postgres]'"
             ) from None
-        return await PostgresSessionStore.open(
-            target, lease_timeout=lease_timeout or DEFAULT_LEASE_TIMEOUT
-        )
+        try:
+            return await PostgresSessionStore.open(
+                target, lease_timeout=lease_timeout or DEFAULT_LEASE_TIMEOUT
+            )
+        except InternalError as exc:  # unreachable, refused: its message says which
+            raise StoreFailed("PostgreSQL", exc.message) from None
     return await SqliteSessionStore.open(target, lock_wait=_lock_wait())
 
 

@@ -7,6 +7,7 @@ expiry into the past in the database (the clock leases run on), never by sleepin
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -14,7 +15,7 @@ import anyio.to_thread
 import pytest
 
 from acp_agent.errors import SessionLeased
-from acp_agent.store import DEFAULT_OWNER, SessionRecord, TurnWrite
+from acp_agent.store import DEFAULT_OWNER, SessionRecord, StoreFailed, TurnWrite, open_store
 from acp_agent.store.pg_sql import SCHEMA_VERSION
 from acp_agent.store.postgres import PostgresSessionStore, SchemaTooNew
 
@@ -180,9 +181,16 @@ async def test_an_unreachable_server_is_one_clear_error(postgres_server_url: str
 async def test_a_url_without_the_driver_is_refused_before_serving(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from acp_agent import preflight
+    monkeypatch.setitem(sys.modules, "acp_agent.store.postgres", None)  # not installed
+    with pytest.raises(StoreFailed) as info:
+        await open_store("postgresql://acp:secret@db.internal/acp")
+    assert info.value.message == (
+        "session store PostgreSQL: needs the postgres extra: pip install 'acp-agent-kit[postgres]'"
+    )
 
-    assert preflight.store_problem("postgresql://db.internal/acp") is None
-    monkeypatch.setattr(preflight.importlib.util, "find_spec", lambda name: None)
-    problem = preflight.store_problem("postgresql://db.internal/acp")
-    assert problem is not None and "pip install 'acp-agent-kit[postgres]'" in problem
+
+async def test_an_unreachable_server_is_refused_before_serving() -> None:
+    with pytest.raises(StoreFailed) as info:
+        await open_store("postgresql://acp:secret@127.0.0.1:1/none")
+    assert info.value.message.startswith("session store PostgreSQL: ")
+    assert "secret" not in info.value.message
