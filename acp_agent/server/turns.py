@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..agent import Agent, PromptTurn
+from ..agent import Agent, PromptTurn, run_prompt
 from ..client import SessionClient
 from ..dispatch import RequestContext
 from ..errors import (
@@ -320,7 +320,7 @@ class Turns:
                 if not turn.cancelled:
                     if timeout is not None:
                         turn.scope.deadline = anyio.current_time() + timeout
-                    stop = await self._agent.prompt(prompt_turn)
+                    stop = await run_prompt(self._agent, prompt_turn)
             if turn.expire():  # the time limit came before any cancel
                 session.slot.time_out(turn)
                 stop = None
