@@ -46,7 +46,6 @@ from ..errors import (
     SessionLeased,
     TurnTimeout,
 )
-from ..history import STOP_REASONS
 from ..options import ServerOptions
 from ..persistence import Persister
 from ..prompt_slot import CancelReason, Turn
@@ -325,10 +324,6 @@ class Turns:
                 session.slot.time_out(turn)
                 stop = None
                 error = TurnTimeout(f"The prompt turn exceeded its {timeout:g} s time limit")
-            if stop is not None and stop not in STOP_REASONS:
-                log.error("agent returned an invalid stop reason %r", stop)
-                stop = None
-                error = InternalError("The agent ended the turn with an invalid stop reason")
         except anyio.get_cancelled_exc_class():
             # The request was cancelled ($/cancel_request, shutdown): the turn ends so.
             if session.slot.turn is turn:
@@ -343,9 +338,6 @@ class Turns:
         except PathOutsideRoots as exc:
             # A path from the prompt that leaves the session's roots: bad input.
             error = InvalidParams(str(exc))
-        except Exception:
-            log.exception("agent.prompt failed in session %s", session.session_id)
-            error = InternalError("The agent failed while handling the prompt")
         finally:
             final = "cancelled" if turn.cancelled else (stop if error is None else None)
             if final is not None:
