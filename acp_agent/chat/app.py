@@ -38,7 +38,7 @@ from rich.text import Text
 
 from acp_agent._loop import Backend, run
 from acp_agent.errors import AcpError, ConnectionClosed, RequestError
-from acp_agent.transport.remote import read_token
+from acp_agent.transport.remote import read_token, tls_context
 
 from .client import AcpClient, default_agent_command, open_client
 from .lines import LineReader
@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--url",
-        help="talk to the agent served at this URL (ws://HOST:PORT/acp or http://...) "
+        help="talk to the agent served at this URL (ws://HOST:PORT/acp, wss://, http://, "
+        "https://) "
         "instead of starting one",
     )
     parser.add_argument(
@@ -99,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="with --url: send the token in this file (a bare token, or the first "
         "`<principal> <token>` line)",
+    )
+    parser.add_argument(
+        "--ca-file",
+        metavar="PATH",
+        help="with an https:// or wss:// --url: trust the server certificates this PEM "
+        "file signs (default: the system's authorities)",
     )
     parser.add_argument(
         "--init-timeout",
@@ -139,6 +146,7 @@ class ChatApp:
         self.interrupts = 0
         self.quit_scope: anyio.CancelScope | None = None
         self.url: str | None = None  # talk to a remote agent instead of the command
+        self.ca_file: str | None = None  # with an https:// or wss:// url: whom to trust
         self.token: str | None = None
 
     # -- the Observer interface ----------------------------------------------------------
@@ -209,7 +217,7 @@ class ChatApp:
     async def run(self) -> int:
         try:
             async with open_client(
-                self.command, self.cwd, self, url=self.url, token=self.token
+                self.command, self.cwd, self, url=self.url, token=self.token, ca_file=self.ca_file
             ) as client:
                 self.client = client
                 self.renderer.terminal_lookup = client.workspace.terminal_output
@@ -461,6 +469,8 @@ def main(
         return 2
     try:
         token = read_token(args.token_file) if args.token_file else None
+        if args.ca_file is not None:
+            tls_context(args.ca_file)  # a bad file shows now, as one line
     except ValueError as exc:
         print(f"acp-agent-kit chat: {exc}", file=sys.stderr)
         return 2
@@ -472,7 +482,7 @@ def main(
         allow_terminals=args.allow_terminals,
         init_timeout=args.init_timeout,
     )
-    app.url, app.token = args.url, token
+    app.url, app.token, app.ca_file = args.url, token, args.ca_file
     try:
         return int(run(app.run, backend=backend))
     except AcpError as exc:

@@ -205,11 +205,13 @@ async def open_client(
     *,
     url: str | None = None,
     token: str | None = None,
+    ca_file: str | None = None,
 ) -> AsyncIterator[AcpClient]:
-    """Start ``command`` (or reach the agent at ``url``, ws:// or http://) and connect to
-    it; on exit stop the agent (or end the connection) and every terminal."""
+    """Start ``command`` (or reach the agent at ``url``: ws://, wss://, http:// or
+    https://, trusting ``ca_file`` if given) and connect to it; on exit stop the agent
+    (or end the connection) and every terminal."""
     if url is not None:
-        async with open_remote(url, token=token) as transport:
+        async with open_remote(url, token=token, ca_file=ca_file) as transport:
             remote: Any = RemoteAgent(transport, url)
             async with _connected(remote, cwd, observer) as client:
                 yield client
