@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .client import ClientCapabilities, SessionClient
 from .errors import ConnectionClosed, InternalError, MethodNotFound, PathOutsideRoots, RequestError
-from .history import STOP_REASONS
+from .history import STATE_KIND, STOP_REASONS
 from .session import Session
 
 if sys.version_info >= (3, 11):
@@ -93,6 +93,8 @@ class AuthMethod(TypedDict):
     name: str
     description: NotRequired[str]
     type: NotRequired[str]
+    args: NotRequired[list[str]]  # a ``terminal`` method: the agent command's arguments
+    env: NotRequired[dict[str, str]]
 
 
 class PromptCapabilities(TypedDict, total=False):
@@ -160,6 +162,19 @@ class PromptTurn:
     def text(self) -> str:
         """The text of the prompt's text blocks, joined with newlines."""
         return "\n".join(str(b.get("text", "")) for b in self.blocks if b.get("type") == "text")
+
+    def save_state(self, state: Any) -> None:
+        """Keep ``state`` (JSON-ready, not None) with this turn, durably.
+
+        It is written with the turn's history, at the latest with the turn's end, and is
+        never sent to a client nor replayed. A later turn, in this process or after
+        ``session/load`` in another, reads every turn's saved state, oldest first, from
+        ``session.history.states()``. Saving again in the same turn replaces it. It does
+        not wait, so it may be called while the turn unwinds from a cancel.
+        """
+        if state is None:
+            raise ValueError("save_state needs a value (None means nothing saved)")
+        self.client.record({"sessionUpdate": STATE_KIND, "state": state})
 
 
 class Agent:

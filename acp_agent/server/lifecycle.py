@@ -21,7 +21,7 @@ from ..agent import Agent
 from ..client import replayable
 from ..dispatch import RequestContext
 from ..errors import InvalidParams, SessionLeased
-from ..history import History, TurnLog, sanitize
+from ..history import STOP_REASONS, History, TurnLog, sanitize
 from ..paths import check_absolute_dir, check_additional_directories
 from ..persistence import Persister
 from ..prompt_slot import CancelReason, SlotEvent
@@ -141,8 +141,8 @@ class SessionLifecycle:
             TurnLog(
                 t.turn_id,
                 [orjson.loads(u) for u in t.updates],
-                t.stop_reason,
-                interrupted=t.stop_reason is None,
+                t.stop_reason if t.stop_reason in STOP_REASONS else None,
+                interrupted=t.stop_reason not in STOP_REASONS,
             )
             for t in stored
         )

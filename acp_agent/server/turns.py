@@ -46,6 +46,7 @@ from ..errors import (
     SessionLeased,
     TurnTimeout,
 )
+from ..history import FAILED_TURN
 from ..options import ServerOptions
 from ..persistence import Persister
 from ..prompt_slot import CancelReason, Turn
@@ -345,7 +346,7 @@ class Turns:
                 self._persister.end(session.session_id, turn.turn_id, final)
             else:
                 handle.abandon()
-                self._persister.end(session.session_id, turn.turn_id, "end_turn")
+                self._persister.end(session.session_id, turn.turn_id, FAILED_TURN)
             try:
                 # Durable before the answer, shielded from this task's cancel. A failed
                 # write of this session (and only of this one) fails the turn.
