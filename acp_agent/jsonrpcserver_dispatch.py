@@ -29,17 +29,16 @@ from .errors import RequestError
 
 
 class _Methods(Mapping[str, Any]):
-    """Every method name maps to one routing step that records the name to call
-    (read back at once: routing does not wait, so two requests never mix)."""
+    """Every method name maps to one routing step that records the name to call."""
 
     def __init__(self) -> None:
-        self.routed: str | None = None
+        self.routed: list[str] = []
 
     def __getitem__(self, name: str) -> Any:
         from jsonrpcserver import Success
 
         def routed(ctx: RequestContext, /, *args: Any, **kwargs: Any) -> Any:
-            self.routed = name
+            self.routed.append(name)
             return Success(None)
 
         return routed
@@ -58,23 +57,22 @@ class JsonRpcServerDispatcher:
         import jsonrpcserver  # noqa: F401 - imported here for its cost, not per request
 
         self._native = NativeDispatcher(table)
-        self._methods = _Methods()
 
     async def dispatch(self, method: str, params: Any, ctx: RequestContext) -> Any:
         from jsonrpcserver import dispatch_to_serializable
 
         request: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": ctx.id}
-        self._methods.routed = None
         if params is not None:
             request["params"] = params
+        methods = _Methods()  # one per request: requests run concurrently
         response = dispatch_to_serializable(
             "",
-            methods=self._methods,
+            methods=methods,
             context=ctx,
             deserializer=lambda _text: request,
             validator=lambda deserialized: deserialized,
         )
-        routed = self._methods.routed
+        routed = methods.routed[0] if methods.routed else None
         if isinstance(response, dict) and "error" in response:
             err = response["error"]
             raise RequestError(err["message"], err.get("data"), code=err["code"])
