@@ -51,6 +51,7 @@ _EXPORTS: dict[str, str] = {
     "diff_content": "acp_agent.client",
     "terminal_content": "acp_agent.client",
     "AcpServer": "acp_agent.server",
+    "ServerOptions": "acp_agent.options",
     "serve": "acp_agent.server",
     "AgentSession": "acp_agent.connection",
     "run_agent": "acp_agent.runner",
@@ -101,6 +102,7 @@ __all__ = [
     "PromptTurn",
     "RequestError",
     "ResourceNotFound",
+    "ServerOptions",
     "Session",
     "SessionClient",
     "SqliteSessionStore",
@@ -171,6 +173,7 @@ if TYPE_CHECKING:
         RequestError,
         ResourceNotFound,
     )
+    from .options import ServerOptions
     from .runner import run_agent, serve_stdio
     from .server import AcpServer, serve
     from .session import Session

@@ -23,9 +23,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from ._loop import BACKENDS
+
+if TYPE_CHECKING:
+    from .options import ServerOptions
 
 EXIT_USAGE = 2
 
@@ -418,6 +421,18 @@ def dispatcher_for(name: str) -> Any:
 GC_THRESHOLD: Final = 10_000
 
 
+def server_options(args: argparse.Namespace) -> ServerOptions:
+    """The server's options, from the parsed command line."""
+    from .options import ServerOptions
+
+    return ServerOptions(
+        busy_policy=args.busy_policy,
+        turn_timeout=args.turn_timeout,
+        dispatcher=dispatcher_for(args.dispatcher),
+        unstable=args.unstable,
+    )
+
+
 def serve(args: argparse.Namespace) -> int:
     from .runner import run_agent
 
@@ -432,12 +447,9 @@ def serve(args: argparse.Namespace) -> int:
         backend=args.backend,
         prog=PROG,
         store=args.store,
-        busy_policy=args.busy_policy,
-        turn_timeout=args.turn_timeout,
         lease_timeout=args.lease_timeout,
         hint=False,  # the note above names this command
-        dispatcher=dispatcher_for(args.dispatcher),
-        unstable=args.unstable,
+        options=server_options(args),
     )
 
 
@@ -488,10 +500,8 @@ def run_serve(args: argparse.Namespace, rest: list[str]) -> int:
         make_agent=lambda: build_agent(args, check=False),
         backend=args.backend,
         store=args.store,
-        busy_policy=args.busy_policy,
-        turn_timeout=args.turn_timeout,
         lease_timeout=args.lease_timeout,
-        unstable=args.unstable,
+        options=server_options(args),
     )
 
 

@@ -195,24 +195,11 @@ class AgentSession:
                 if self._trace is not None:
                     ctx.started = self._trace.now()
                     self._trace.request(req.method, req.id, req.params)
-                prepare = self._table.prepare.get(req.method)
-                if prepare is not None:
-                    try:
-                        prepare(req.params, ctx)
-                    except Exception:  # the handler will meet the same input and answer
-                        log.exception("prepare hook for %r failed", req.method)
                 await self._start(tg, self._run_request, req, ctx)
             elif isinstance(event, Notification):
                 if self._trace is not None:
                     self._trace.notification(event.method, event.params)
-                inline = self._table.inline.get(event.method)
-                if inline is None:
-                    await self._start(tg, self._run_notification, event)
-                    continue
-                try:
-                    inline(event.params)
-                except Exception:
-                    log.exception("notification handler for %r failed", event.method)
+                await self._start(tg, self._run_notification, event)
             elif isinstance(event, CancelRequested):
                 if not event.context.cancelled:
                     event.context.cancel()
@@ -252,15 +239,11 @@ class AgentSession:
         outcome: tuple[bool, Any] | None = None
         self._unanswered += 1
         try:
-            # A request with a cancel hook (a claimed prompt turn) is cancelled through
-            # it and answers for itself: it needs no scope of its own.
-            if ctx.cancel_hook is not None:
+            # A handler that catches its scope's cancel and returns answers with that
+            # (a prompt turn answers ``cancelled``).
+            with ctx.scope:
                 task_status.started()
                 outcome = await self._outcome(req, ctx)
-            else:
-                with ctx.scope:
-                    task_status.started()
-                    outcome = await self._outcome(req, ctx)
         finally:
             # outcome is None when the scope or the connection cancelled the handler
             frame = self._peer.send_answer(req.id, outcome or _CANCELLED)

@@ -32,16 +32,7 @@ __all__ = [
 class RequestContext:
     """Per inbound request: its id, its cancel scope, what to do after the answer."""
 
-    __slots__ = (
-        "_scope",
-        "after_response",
-        "cancel_hook",
-        "cancelled",
-        "id",
-        "method",
-        "started",
-        "state",
-    )
+    __slots__ = ("_scope", "after_response", "cancelled", "id", "method", "started")
 
     def __init__(self, request_id: RequestId, method: str) -> None:
         self.id = request_id
@@ -49,28 +40,21 @@ class RequestContext:
         self.started = 0.0  # when it was read (set only while tracing)
         self._scope: anyio.CancelScope | None = None  # made when first needed
         self.cancelled = False
-        #: set by a handler that answers a cancelled request itself (a prompt turn
-        #: answers ``stopReason: "cancelled"`` rather than ``-32800``)
-        self.cancel_hook: Callable[[], None] | None = None
         self.after_response: list[Callable[[], Awaitable[None]]] = []
-        #: what a ``prepare`` hook hands to the request's handler
-        self.state: dict[str, Any] = {}
 
     @property
     def scope(self) -> anyio.CancelScope:
         """The scope the handler runs in (already cancelled if the request was)."""
         if self._scope is None:
             self._scope = anyio.CancelScope()
-            if self.cancelled and self.cancel_hook is None:
+            if self.cancelled:
                 self._scope.cancel()
         return self._scope
 
     def cancel(self) -> None:
         """Cancel this request (``$/cancel_request`` or shutdown)."""
         self.cancelled = True
-        if self.cancel_hook is not None:
-            self.cancel_hook()
-        elif self._scope is not None:
+        if self._scope is not None:
             self._scope.cancel()
 
 
@@ -84,15 +68,12 @@ class MethodTable:
 
     Order: every handler runs in a task of its own, started in arrival order; its
     code up to its first ``await`` runs before the next message is read (see
-    :mod:`acp_agent.connection`). The synchronous hooks ``prepare`` (run for a
-    request before its task starts) and ``inline`` (a notification handled in the
-    receive loop) are older ways to the same end.
+    :mod:`acp_agent.connection`), so a ``session/cancel`` applies exactly to the
+    prompts read before it.
     """
 
     requests: dict[str, RequestFn] = field(default_factory=dict)
     notifications: dict[str, NotificationFn] = field(default_factory=dict)
-    inline: dict[str, Callable[[Any], None]] = field(default_factory=dict)
-    prepare: dict[str, Callable[[Any, RequestContext], None]] = field(default_factory=dict)
     fallback_request: Callable[[str, Any, RequestContext], Awaitable[Any]] | None = None
     fallback_notification: Callable[[str, Any], Awaitable[None]] | None = None
 
@@ -119,10 +100,6 @@ class NativeDispatcher:
         return self._other(method, params, ctx)
 
     async def _other(self, method: str, params: Any, ctx: RequestContext) -> Any:
-        inline = self._table.inline.get(method)
-        if inline is not None:
-            inline(params)
-            return None
         note = self._table.notifications.get(method)
         if note is not None:
             # A notification method sent as a request (some clients send session/cancel

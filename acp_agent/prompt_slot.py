@@ -30,10 +30,6 @@ class SlotState(enum.Enum):
     ACTIVE = "active"
     CLOSED = "closed"
 
-    # Members are unique objects compared by identity: hash them so too (Enum's own hash is
-    # a Python call, and the table below is looked up on every prompt).
-    __hash__ = object.__hash__
-
 
 class SlotEvent(enum.Enum):
     START = "start"  # a session/prompt wants the slot
@@ -45,36 +41,46 @@ class SlotEvent(enum.Enum):
     CLOSE = "close"  # session/close, session/delete
     SHUTDOWN = "shutdown"  # the connection ends (end of input, a signal, a dropped client)
 
-    __hash__ = object.__hash__  # as SlotState's
 
-
-# The whole rule set. A missing (state, event) pair is an IllegalTransition.
-# Events that find the slot in a state where they do nothing map to that state.
+# The whole rule set, state by state: event -> next state. A missing (state, event) pair
+# is an IllegalTransition. Events that find the slot in a state where they do nothing map
+# to that state: a cancel with nothing running; in an idle slot with a line, a queue or a
+# leave (its first was woken and is about to start; others line up behind); after a
+# close, an end (a turn unwinding) or a leave (the line is sent away). A cancel or a
+# timeout clears an active slot at once.
+_S, _E = SlotState, SlotEvent
+_RULES: Final = {
+    _S.IDLE: {
+        _E.START: _S.ACTIVE,
+        _E.CANCEL: _S.IDLE,
+        _E.QUEUE: _S.IDLE,
+        _E.LEAVE: _S.IDLE,
+        _E.CLOSE: _S.CLOSED,
+        _E.SHUTDOWN: _S.CLOSED,
+    },
+    _S.ACTIVE: {
+        _E.QUEUE: _S.ACTIVE,
+        _E.LEAVE: _S.ACTIVE,
+        _E.END: _S.IDLE,
+        _E.CANCEL: _S.IDLE,
+        _E.TIMEOUT: _S.IDLE,
+        _E.CLOSE: _S.CLOSED,
+        _E.SHUTDOWN: _S.CLOSED,
+    },
+    _S.CLOSED: {
+        _E.CANCEL: _S.CLOSED,
+        _E.CLOSE: _S.CLOSED,
+        _E.SHUTDOWN: _S.CLOSED,
+        _E.END: _S.CLOSED,
+        _E.LEAVE: _S.CLOSED,
+    },
+    # Left out on purpose: (IDLE, END), (IDLE, TIMEOUT), (CLOSED, TIMEOUT): a turn that
+    # no longer holds the slot ends or times out through end_if_current / time_out, which
+    # leave it alone. (ACTIVE, START), (CLOSED, START): refused by try_start before the
+    # table is consulted. (CLOSED, QUEUE): refused by enqueue.
+}
 SLOT_TABLE: Final[Mapping[tuple[SlotState, SlotEvent], SlotState]] = {
-    (SlotState.IDLE, SlotEvent.START): SlotState.ACTIVE,
-    (SlotState.IDLE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel with nothing running: no-op
-    (SlotState.IDLE, SlotEvent.CLOSE): SlotState.CLOSED,
-    # idle with a line: its first was woken and is about to start; others line up behind
-    (SlotState.IDLE, SlotEvent.QUEUE): SlotState.IDLE,
-    (SlotState.IDLE, SlotEvent.LEAVE): SlotState.IDLE,
-    (SlotState.ACTIVE, SlotEvent.QUEUE): SlotState.ACTIVE,
-    (SlotState.ACTIVE, SlotEvent.LEAVE): SlotState.ACTIVE,
-    (SlotState.ACTIVE, SlotEvent.END): SlotState.IDLE,
-    (SlotState.ACTIVE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel clears the slot at once
-    (SlotState.ACTIVE, SlotEvent.TIMEOUT): SlotState.IDLE,  # so does a timeout
-    (SlotState.ACTIVE, SlotEvent.CLOSE): SlotState.CLOSED,
-    (SlotState.IDLE, SlotEvent.SHUTDOWN): SlotState.CLOSED,
-    (SlotState.ACTIVE, SlotEvent.SHUTDOWN): SlotState.CLOSED,
-    (SlotState.CLOSED, SlotEvent.CANCEL): SlotState.CLOSED,
-    (SlotState.CLOSED, SlotEvent.CLOSE): SlotState.CLOSED,
-    (SlotState.CLOSED, SlotEvent.SHUTDOWN): SlotState.CLOSED,
-    (SlotState.CLOSED, SlotEvent.END): SlotState.CLOSED,  # a turn unwinding after close
-    (SlotState.CLOSED, SlotEvent.LEAVE): SlotState.CLOSED,  # the line is sent away on close
-    # (IDLE, END), (IDLE, TIMEOUT), (CLOSED, TIMEOUT): a turn that no longer holds the
-    # slot ends or times out through end_if_current / time_out, which leave it alone.
-    # (ACTIVE, START): refused by try_start before the table is consulted.
-    # (CLOSED, START): refused by try_start.
-    # (CLOSED, QUEUE): refused by enqueue.
+    (state, event): after for state, row in _RULES.items() for event, after in row.items()
 }
 
 
@@ -102,7 +108,7 @@ class PromptSlot:
     def __init__(self) -> None:
         self._state = SlotState.IDLE
         self._turn: Turn | None = None
-        self._line: deque[anyio.Event] | None = None  # made by the first waiter
+        self._line: deque[anyio.Event] = deque()
 
     @property
     def waiting(self) -> bool:
@@ -116,8 +122,6 @@ class PromptSlot:
             return None
         self._state = next_state(self._state, SlotEvent.QUEUE)
         waiter = anyio.Event()
-        if self._line is None:
-            self._line = deque()
         self._line.append(waiter)
         return waiter
 
@@ -125,7 +129,7 @@ class PromptSlot:
         """Leave the line: having the slot now (``pass_on`` False), or giving up, in
         which case a wake-up it had goes to the next in line."""
         line = self._line
-        if not line or waiter not in line:
+        if waiter not in line:
             return
         self._state = next_state(self._state, SlotEvent.LEAVE)
         was_first = line[0] is waiter
@@ -187,8 +191,8 @@ class PromptSlot:
         turn = self._turn
         self._state = next_state(self._state, event)
         self._turn = None
-        line, self._line = self._line, None
-        for waiter in line or ():
+        line, self._line = self._line, deque()
+        for waiter in line:
             waiter.set()
         return turn
 
@@ -211,25 +215,19 @@ class Turn:
     ``cancelled``, or, when the time limit came first, None (an error answer).
     """
 
-    __slots__ = ("_done", "_stop_reason", "cancel_reason", "finished", "scope", "turn_id")
+    __slots__ = ("_stop_reason", "cancel_reason", "done", "scope", "turn_id")
 
-    def __init__(self, turn_id: str, scope: anyio.CancelScope | None = None) -> None:
+    def __init__(self, turn_id: str) -> None:
         self.turn_id = turn_id
-        self.scope = scope if scope is not None else anyio.CancelScope()
+        self.scope = anyio.CancelScope()
         self.cancel_reason: CancelReason | None = None
-        self._done: anyio.Event | None = None  # made for the first waiter, if any
-        #: whether :meth:`finish` has run (set only by it; an attribute, read every turn)
-        self.finished = False
+        #: set once :meth:`finish` has run
+        self.done = anyio.Event()
         self._stop_reason: str | None = None
 
     @property
-    def done(self) -> anyio.Event:
-        """Set once :meth:`finish` has run."""
-        if self._done is None:
-            self._done = anyio.Event()
-            if self.finished:
-                self._done.set()
-        return self._done
+    def finished(self) -> bool:
+        return self.done.is_set()
 
     @property
     def cancelled(self) -> bool:
@@ -269,15 +267,13 @@ class Turn:
         """
         if self.finished:
             raise IllegalTransition("turn", "finished", "finish")
-        self.finished = True
         if self.cancelled:
             self._stop_reason = "cancelled"
         elif self.timed_out:
             self._stop_reason = None
         else:
             self._stop_reason = stop_reason
-        if self._done is not None:
-            self._done.set()
+        self.done.set()
         return self._stop_reason
 
     @property

@@ -12,19 +12,20 @@ It owns process-level concerns only; the protocol lives in :mod:`acp_agent.serve
 
 from __future__ import annotations
 
+import functools
 import logging
 import shlex
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
 
 import anyio
 
 from ._loop import Backend, run
 from .agent import Agent
+from .options import ServerOptions
 from .preflight import waiting_note
-from .server import AcpServer, BusyPolicy
+from .server import AcpServer
 from .store import SessionStore, StoreFailed, open_store
 from .transport import StdioTransport, reserve_stdout
 
@@ -66,13 +67,8 @@ async def serve_stdio(
     store: SessionStore | str | None = None,
     write_fd: int = 1,
     read_fd: int = 0,
-    busy_policy: BusyPolicy = "reject",
-    turn_timeout: float | None = None,
     lease_timeout: float | None = None,
-    allow_outside_roots: bool = False,
-    max_line: int = 64 * 1024 * 1024,
-    dispatcher: Any = None,
-    unstable: bool = False,
+    options: ServerOptions | None = None,
 ) -> None:
     """Serve ``agent`` on the given descriptors until EOF or SIGTERM. A store named (or
     the default one) is opened and checked first: ``StoreFailed`` if it cannot be used,
@@ -85,16 +81,7 @@ async def serve_stdio(
         else await open_store(name, lease_timeout=lease_timeout, agent=store_name(agent))
     )
     transport = StdioTransport(read_fd, write_fd)
-    server = AcpServer(
-        agent,
-        the_store,
-        busy_policy=busy_policy,
-        turn_timeout=turn_timeout,
-        allow_outside_roots=allow_outside_roots,
-        max_line=max_line,
-        dispatcher=dispatcher,
-        unstable=unstable,
-    )
+    server = AcpServer(agent, the_store, options)
     try:
         async with anyio.create_task_group() as tg:
             serving = anyio.CancelScope()
@@ -121,7 +108,9 @@ def run_agent(
     backend: Backend = "auto",
     prog: str | None = None,
     hint: bool = True,
-    **options: Any,
+    store: SessionStore | str | None = None,
+    lease_timeout: float | None = None,
+    options: ServerOptions | None = None,
 ) -> int:
     """Serve ``agent`` over this process's stdin/stdout; returns the exit code: 0, or 2
     after one line on stderr (``prog: ...``, ``prog`` defaulting to the agent's name)
@@ -131,8 +120,9 @@ def run_agent(
         chat = "acp-agent-kit chat -- " + shlex.join(sys.orig_argv)
         print(waiting_note(prog or agent.name, chat), file=sys.stderr, flush=True)
     reservation = reserve_stdout()
+    serve = functools.partial(serve_stdio, agent, store=store, options=options)
     try:
-        run(lambda: serve_stdio(agent, write_fd=reservation.fd, **options), backend=backend)
+        run(lambda: serve(write_fd=reservation.fd, lease_timeout=lease_timeout), backend=backend)
     except StoreFailed as exc:
         print(f"{prog or agent.name}: {exc.message}", file=sys.stderr)
         return EXIT_STORE

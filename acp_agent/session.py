@@ -3,11 +3,9 @@
 An ACP *session* is what ``session/new`` creates (a ``sessionId``); it is not the
 per-connection :class:`acp_agent.connection.AgentSession`. This module owns
 :class:`Session`: the state of one session and the checks that tie a path to its
-roots. Its parts live beside it and are re-exported here:
-
-* :mod:`acp_agent.prompt_slot` — the prompt slot table and the running :class:`Turn`;
-* :mod:`acp_agent.history` — turn-scoped history and :func:`sanitize`;
-* :mod:`acp_agent.paths` — path validation and :class:`Roots`.
+roots. Its parts live beside it: :mod:`acp_agent.prompt_slot` (the prompt slot table
+and the running :class:`Turn`), :mod:`acp_agent.history` (turn-scoped history) and
+:mod:`acp_agent.paths` (path validation and :class:`Roots`).
 
 It does not know JSON-RPC, transports or the store: persistence is reached through
 the small :class:`TurnSink` interface the server layer supplies.
@@ -19,58 +17,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .history import (
-    BIG_EVENT,
-    CHUNK_EVENTS,
-    STOP_REASONS,
-    USER_KIND,
-    History,
-    TurnHandle,
-    TurnLog,
-    TurnSink,
-    prompt_to_updates,
-    sanitize,
-)
-from .paths import (
-    Roots,
-    check_absolute_dir,
-    check_additional_directories,
-    check_path_text,
-)
-from .prompt_slot import (
-    SLOT_TABLE,
-    CancelReason,
-    PromptSlot,
-    SlotEvent,
-    SlotState,
-    Turn,
-    next_state,
-)
-
-__all__ = [
-    "BIG_EVENT",
-    "CHUNK_EVENTS",
-    "SLOT_TABLE",
-    "STOP_REASONS",
-    "USER_KIND",
-    "CancelReason",
-    "History",
-    "PromptSlot",
-    "Roots",
-    "Session",
-    "SlotEvent",
-    "SlotState",
-    "Turn",
-    "TurnHandle",
-    "TurnLog",
-    "TurnSink",
-    "check_absolute_dir",
-    "check_additional_directories",
-    "check_path_text",
-    "next_state",
-    "prompt_to_updates",
-    "sanitize",
-]
+from .history import History
+from .paths import Roots, check_path_text
+from .prompt_slot import PromptSlot, SlotState, Turn
 
 
 @dataclass(eq=False)

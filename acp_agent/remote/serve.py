@@ -18,6 +18,7 @@ connections are kept (:mod:`acp_agent.remote.registry`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -35,7 +36,8 @@ import anyio.to_thread
 
 from .._loop import Backend, run, running_asyncio_loop
 from ..agent import Agent
-from ..server import AcpServer, BusyPolicy, build_models
+from ..options import ServerOptions
+from ..server import AcpServer, build_models
 from ..server.owners import SessionOwners
 from ..store import SessionStore, open_store
 from .asgi import RemoteApp
@@ -178,13 +180,10 @@ async def serve_http(
     principals: Principals | None = None,
     store: SessionStore | str | None = None,
     limits: Limits | None = None,
-    busy_policy: BusyPolicy = "reject",
-    turn_timeout: float | None = None,
     lease_timeout: float | None = None,
-    allow_outside_roots: bool = False,
+    options: ServerOptions | None = None,
     ready: Callable[[str], None] | None = None,
     stop: anyio.Event | None = None,
-    unstable: bool = False,
     tls: Tls | None = None,
     insecure_http: bool = False,
 ) -> None:
@@ -210,19 +209,13 @@ async def serve_http(
     )
 
     owners = SessionOwners()  # one live connection per session, across all of them
+    # a message is bounded by the remote limits, whatever the options say
+    server_options = dataclasses.replace(
+        options if options is not None else ServerOptions(), max_line=bounds.max_message
+    )
 
     def make_server(principal: str) -> AcpServer:
-        return AcpServer(
-            make_agent(),
-            shared,
-            busy_policy=busy_policy,
-            turn_timeout=turn_timeout,
-            allow_outside_roots=allow_outside_roots,
-            max_line=bounds.max_message,
-            owner=principal,
-            unstable=unstable,
-            owners=owners,
-        )
+        return AcpServer(make_agent(), shared, server_options, owner=principal, owners=owners)
 
     registry = Registry(bounds, make_server)
     health = StoreHealth(shared)

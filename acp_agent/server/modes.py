@@ -1,5 +1,7 @@
 """Session modes and config options: ``session/set_mode`` and
-``session/set_config_option``, kept in step when a select option mirrors the modes.
+``session/set_config_option``, kept in step when a select option mirrors the modes,
+and their wire shapes in the results of ``session/new``, ``load``, ``resume`` and
+``fork`` (:meth:`ModesAndConfig.setup_result`).
 
 It does not create sessions or run turns.
 """
@@ -8,29 +10,91 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..agent import ConfigOption
-from ..connection import RequestContext
+from ..agent import Agent, ConfigOption
+from ..dispatch import RequestContext
 from ..errors import InvalidParams, MethodNotFound
 from ..session import Session
-from .base import JSON, ServerBase, params_object, require_session_id
+from ..store import SessionStore
+from .handshake import Handshake
+from .live import OpenSessions
+from .params import JSON, params_object, require_session_id
 
 
-class ModesAndConfig(ServerBase):
+class ModesAndConfig:
     """Change a live session's mode and config values, store them, announce them."""
 
+    __slots__ = ("_agent", "_handshake", "_open", "_store")
+
+    def __init__(
+        self, agent: Agent, store: SessionStore, open_sessions: OpenSessions, handshake: Handshake
+    ) -> None:
+        self._agent = agent
+        self._store = store
+        self._open = open_sessions
+        self._handshake = handshake
+
+    # ------------------------------------------------------------------ shapes
+
+    def init_state(self, session: Session) -> None:
+        """Give a session its default mode and config values where it has none."""
+        modes = list(self._agent.modes(session))
+        if modes and session.mode_id not in {m["id"] for m in modes}:
+            session.mode_id = modes[0]["id"]
+        for d in self._agent.config_options(session):
+            if d["id"] not in session.config:
+                session.config[d["id"]] = d["default"]
+            if d.get("category") == "mode" and session.mode_id is not None:
+                session.config[d["id"]] = session.mode_id
+
+    def setup_result(self, session: Session, *, with_id: bool) -> JSON:
+        """The result of a request that opens a session: its modes and config options."""
+        result: JSON = {"sessionId": session.session_id} if with_id else {}
+        modes = list(self._agent.modes(session))
+        if modes:
+            result["modes"] = {
+                "currentModeId": session.mode_id or modes[0]["id"],
+                "availableModes": [dict(m) for m in modes],
+            }
+        options = self._config_wire(session)
+        if options:
+            result["configOptions"] = options
+        return result
+
+    def _option_defs(self, session: Session) -> list[ConfigOption]:
+        defs = list(self._agent.config_options(session))
+        if not self._handshake.capabilities.boolean_config_options:
+            defs = [d for d in defs if d["type"] != "boolean"]
+        return defs
+
+    def _config_wire(self, session: Session) -> list[JSON]:
+        out: list[JSON] = []
+        for d in self._option_defs(session):
+            item: JSON = {"id": d["id"], "name": d["name"], "type": d["type"]}
+            if "description" in d:
+                item["description"] = d["description"]
+            if "category" in d:
+                item["category"] = d["category"]
+            if d["type"] == "select":
+                item["options"] = [dict(o) for o in d.get("options", [])]
+            item["currentValue"] = session.config.get(d["id"], d["default"])
+            out.append(item)
+        return out
+
     def _linked_option(self, session: Session) -> ConfigOption | None:
-        modes = {m["id"] for m in self.agent.modes(session)}
-        for d in self.agent.config_options(session):
+        modes = {m["id"] for m in self._agent.modes(session)}
+        for d in self._agent.config_options(session):
             values = {o["value"] for o in d.get("options", [])}
             if d.get("category") == "mode" and d["type"] == "select" and values == modes:
                 return d
         return None
 
-    async def _set_mode(self, params: Any, ctx: RequestContext) -> JSON:
+    # ------------------------------------------------------------------ methods
+
+    async def set_mode(self, params: Any, ctx: RequestContext) -> JSON:
         raw = params_object(params)
-        session = self._live(require_session_id(raw))
+        session = self._open.live(require_session_id(raw))
         mode_id = raw.get("modeId")
-        modes = {m["id"] for m in self.agent.modes(session)}
+        modes = {m["id"] for m in self._agent.modes(session)}
         if not modes:
             raise MethodNotFound("this agent has no session modes")
         if not isinstance(mode_id, str) or mode_id not in modes:
@@ -43,17 +107,17 @@ class ModesAndConfig(ServerBase):
         linked = self._linked_option(session)
         if linked is not None:
             session.config[linked["id"]] = mode_id
-        await self.store.update(self._record(session))
-        client = self._client(session)
+        await self._store.update(self._open.record(session))
+        client = self._open.client(session)
         if announce_mode:
             await client.current_mode(mode_id)
         elif linked is not None and linked in self._option_defs(session):
             await client.config_options(self._config_wire(session))
-        await self.agent.mode_changed(session, mode_id)
+        await self._agent.mode_changed(session, mode_id)
 
-    async def _set_config_option(self, params: Any, ctx: RequestContext) -> JSON:
+    async def set_config_option(self, params: Any, ctx: RequestContext) -> JSON:
         raw = params_object(params)
-        session = self._live(require_session_id(raw))
+        session = self._open.live(require_session_id(raw))
         config_id = raw.get("configId")
         defs = {d["id"]: d for d in self._option_defs(session)}
         if not isinstance(config_id, str) or config_id not in defs:
@@ -73,6 +137,6 @@ class ModesAndConfig(ServerBase):
             await self._apply_mode(session, value, announce_mode=True)
         else:
             session.config[config_id] = value
-            await self.store.update(self._record(session))
-        await self.agent.config_changed(session, config_id, value)
+            await self._store.update(self._open.record(session))
+        await self._agent.config_changed(session, config_id, value)
         return {"configOptions": self._config_wire(session)}

@@ -1,26 +1,41 @@
-"""Prompt turns: ``session/prompt`` and ``session/cancel``.
+"""Prompt turns: ``session/prompt`` and ``session/cancel``, one path for every prompt.
 
-It owns taking the one prompt slot of a session (refused at once or queued FIFO by
-``busy_policy``), parsing the prompt, running the agent's turn with its optional time
-limit, and the turn's one authoritative end, written after the turn is durable. On a
-store shared by several hosts it also checks the session's lease before a turn, keeps
-queued prompts in the store while they wait, and runs those another host left behind.
-It does not create or close sessions (:mod:`.lifecycle`).
+A :class:`Prompt` is the record of one prompt from the moment it is read to its answer.
+:meth:`Turns.prompt` follows it top to bottom:
+
+1. arrival (:meth:`Turns._arrive`, before the handler's first ``await``, so in the order
+   the client sent it): behind a ``session/load`` or ``close`` of its session it takes a
+   place in the session's line (:mod:`.ordering`); else it takes the prompt slot if the
+   slot is free and nobody waits for it, or a place in the slot's FIFO line
+   (``busy_policy`` queue). A ``session/cancel`` or ``session/close`` read next then
+   finds it;
+2. its params are checked (plain text without pydantic, anything else through the
+   generated models);
+3. without the slot, it waits for it (kept durably meanwhile on a store shared by
+   several hosts) or is refused at once (``busy_policy`` reject);
+4. the agent runs the turn, with its optional time limit; its one authoritative end is
+   written after the turn is durable, then answered. A cancel of the request
+   (``$/cancel_request``, shutdown) once it holds the slot ends the turn ``cancelled``.
+
+Prompts another host held for a session (it died or lost the session) take the same
+path, from step 2, with no request to answer (:meth:`Turns.run_held`).
+
+It does not create or close sessions (:mod:`.lifecycle`) and knows nothing of JSON-RPC
+beyond the request context it is handed.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import anyio.abc
-import anyio.to_thread
 
-from ..agent import PromptTurn, run_prompt
+from ..agent import Agent, PromptTurn, run_prompt
 from ..client import SessionClient
-from ..connection import RequestContext
+from ..dispatch import RequestContext
 from ..errors import (
     ConnectionClosed,
     InternalError,
@@ -28,88 +43,178 @@ from ..errors import (
     PathOutsideRoots,
     PromptAlreadyActive,
     RequestError,
-    ResourceNotFound,
     SessionLeased,
     TurnTimeout,
 )
-from ..history import FAILED_TURN, STOP_REASONS
+from ..history import FAILED_TURN
+from ..options import ServerOptions
+from ..persistence import Persister
 from ..prompt_slot import CancelReason, Turn
 from ..protocol.wire import MAX_PROMPT_DEPTH, nesting_within, plain_text_prompt
 from ..session import Session
-from .base import JSON, ParsedPrompt, ServerBase, log, params_object, require_session_id
-from .ordering import Place
+from .handshake import Handshake
+from .live import OpenSessions
+from .models import ProtocolModels
+from .ordering import ArrivalOrder, Place
+from .params import JSON, log, not_found, params_object, require_session_id, session_id_of
+
+if TYPE_CHECKING:
+    from ..protocol import PromptRequest
+
+_GATED_BLOCKS = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
+#: a prompt's params, its typed request when already built, its content blocks
+Parsed = tuple[JSON, "PromptRequest | None", list[Any]]
 
 
-class PromptTurns(ServerBase):
+@dataclass(eq=False)
+class Prompt:
+    """One prompt, from arrival to answer. Its :class:`Turn` exists from arrival, so a
+    cancel read while it waits marks it (the turn then ends ``cancelled`` unrun)."""
+
+    params: Any
+    turn: Turn
+    #: when it was read (ns since the epoch): orders it among prompts held in the store
+    arrival: int
+    #: the live session it names, once known
+    session: Session | None = None
+    #: its place in the session's line, while a load or close ahead of it runs
+    place: Place | None = None
+    #: its place in the slot's FIFO line, while it waits for the slot
+    waiter: anyio.Event | None = None
+    #: whether it took the slot (then it must give it back)
+    holds_slot: bool = False
+    #: the turn before it (it may still unwind) and the client its turn streams to
+    previous: Turn | None = None
+    client: SessionClient | None = None
+    #: kept in the store by another host (no request waits for its answer)
+    held: bool = False
+
+
+def new_turn_id() -> str:
+    return f"turn_{os.urandom(8).hex()}"
+
+
+class Turns:
     """Run one prompt turn at a time per session."""
 
-    async def _acquire_slot(
-        self, session: Session, turn: Turn, waiter: anyio.Event | None = None
+    def __init__(
+        self,
+        agent: Agent,
+        options: ServerOptions,
+        open_sessions: OpenSessions,
+        persister: Persister,
+        order: ArrivalOrder,
+        handshake: Handshake,
+        models: ProtocolModels,
     ) -> None:
-        """Take the slot, refusing at once or waiting in FIFO order (``busy_policy``).
+        self._agent, self._options, self._open = agent, options, open_sessions
+        self._persister, self._order = persister, order
+        self._handshake, self._models = handshake, models
 
-        ``waiter`` is a place in the queue taken at arrival (by :meth:`_claim_slot`). A
-        waiter keeps its place until it holds the slot, so a prompt read while the
-        first in line is being woken queues behind it instead of taking the slot.
-        """
-        slot = session.slot
-        if waiter is None and slot.waiting:
-            waiter = slot.enqueue()
-        while True:
-            if waiter is not None:
-                try:
-                    await waiter.wait()
-                except BaseException:
-                    slot.leave(waiter, pass_on=True)
-                    raise
-                slot.leave(waiter, pass_on=False)
-                waiter = None
-            if session.slot.try_start(turn):
-                return
-            if session.closed or session.session_id not in self.sessions:
-                raise ResourceNotFound(
-                    f"Session {session.session_id!r} is closed",
-                    data={"sessionId": session.session_id},
-                )
-            if self.busy_policy == "reject":
-                raise PromptAlreadyActive(
-                    f"A prompt is already active for session {session.session_id}"
-                )
-            waiter = slot.enqueue()
+    # ------------------------------------------------------------------ methods
 
-    def _prompt_arrived(self, params: Any, ctx: RequestContext) -> None:
-        """Claim the slot at arrival, or, while other requests for the session wait in
-        its line (a load, a close), take a place behind them (see ordering)."""
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        if isinstance(session_id, str) and self._order.busy(session_id):
-            ctx.state["place"] = self._order.enter(session_id)
-        else:
-            self._claim_slot(params, ctx)
+    async def prompt(self, params: Any, ctx: RequestContext) -> JSON:
+        """``session/prompt``: the one path of a prompt, arrival to answer."""
+        return await self._serve(self._arrive(params))
 
-    def _claim_slot(self, params: Any, ctx: RequestContext) -> None:
-        """Take the prompt slot in arrival order (run by the receive loop, not a task).
-
-        A ``session/cancel`` or ``session/close`` read right after this prompt then
-        finds its turn, even if the prompt's handler task has not started yet.
-        """
-        if not self.initialized or not isinstance(params, dict):
+    async def cancel(self, params: Any) -> None:
+        """``session/cancel``: applies to the prompts read before it (nothing awaited)."""
+        session_id = session_id_of(params)
+        if session_id is None:
             return
-        session_id = params.get("sessionId")
-        session = self.sessions.get(session_id) if isinstance(session_id, str) else None
+        self._order.cancel(session_id)  # prompts waiting behind a load or a close
+        session = self._open.get(session_id)
+        if session is None:
+            return  # unknown or closed: a silent no-op
+        turn = session.slot.cancel()
+        if turn is not None:
+            turn.cancel(CancelReason.SESSION_CANCEL)
+
+    async def run_held(self, session: Session) -> None:
+        """Run, in arrival order, the prompts other hosts held for ``session`` (queued
+        there, never begun: the host died or lost the session). Their senders are gone,
+        so their answers go nowhere; their turns stream to this session's client."""
+        for turn_id, params in await self._persister.held_prompts(session.session_id):
+            if self._open.get(session.session_id) is not session:
+                return  # closed or reloaded: the next owner runs the rest
+            prompt = Prompt(params, Turn(turn_id), time.time_ns(), session=session, held=True)
+            try:
+                await self._serve(prompt)
+            except SessionLeased:
+                return  # another host owns it now and runs what is left
+            except RequestError as exc:
+                log.info("held prompt %s of session %s: %s", turn_id, session.session_id, exc)
+
+    # ------------------------------------------------------------------ the path
+
+    def _arrive(self, params: Any) -> Prompt:
+        """Take the prompt's place in arrival order (called before any ``await``)."""
+        prompt = Prompt(params, Turn(new_turn_id()), time.time_ns())
+        session_id = session_id_of(params)
+        if session_id is not None and self._order.busy(session_id):
+            prompt.place = self._order.enter(session_id)
+        else:
+            self._claim(prompt, session_id)
+        return prompt
+
+    def _claim(self, prompt: Prompt, session_id: str | None) -> None:
+        """Take the slot, or a place in its line, as of now (nothing awaited)."""
+        if not self._handshake.initialized.is_set() or session_id is None:
+            return
+        session = self._open.get(session_id)
         if session is None:
             return
-        turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
+        prompt.session = session
         # Queued prompts keep their places: a slot freed by a cancel is theirs first.
-        if not session.slot.waiting and session.slot.try_start(turn):
-            ctx.state["claim"] = (session, turn, session.last_turn, self._client(session))
-            session.last_turn = turn
-            ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
-        elif self.busy_policy == "queue" and not session.closed:
-            # Queue in arrival order, not in the order handler tasks happen to start.
-            ctx.state["waiter"] = (session, session.slot.enqueue())
-            ctx.state["arrival"] = time.time_ns()  # orders it if it is held (shared stores)
+        if not session.slot.waiting and self._take_slot(prompt, session):
+            return
+        if self._options.busy_policy == "queue" and not session.closed:
+            prompt.waiter = session.slot.enqueue()
 
-    async def _parse_prompt(self, params: Any) -> ParsedPrompt:
+    def _take_slot(self, prompt: Prompt, session: Session) -> bool:
+        if not session.slot.try_start(prompt.turn):
+            return False
+        prompt.holds_slot = True
+        prompt.session = session
+        prompt.previous, session.last_turn = session.last_turn, prompt.turn
+        prompt.client = self._open.client(session)
+        return True
+
+    async def _serve(self, prompt: Prompt) -> JSON:
+        try:
+            if prompt.place is not None:
+                await self._wait_in_line(prompt, prompt.place)
+            self._handshake.check_initialized()
+            session = prompt.session
+            if session is None:
+                session = self._open.live(require_session_id(params_object(prompt.params)))
+            try:
+                parsed = await self._parse(prompt.params)
+            except RequestError:
+                if prompt.held:  # it can never run
+                    await self._persister.drop_prompt(session.session_id, prompt.turn.turn_id)
+                raise
+            if not prompt.holds_slot:
+                await self._wait_for_slot(prompt, session)
+            return await self._run(prompt, session, parsed)
+        finally:
+            self._release(prompt)
+
+    async def _wait_in_line(self, prompt: Prompt, place: Place) -> None:
+        """Wait for the requests read before it for its session (a load, a close), then
+        take the slot as if it had arrived now; a cancel read meanwhile cancels it."""
+        try:
+            await place.wait()
+            self._claim(prompt, place.session_id)
+        finally:
+            self._order.leave(place)
+        if place.cancelled:  # a session/cancel was read while it waited: it will not run
+            session = prompt.session
+            if prompt.holds_slot and session is not None and session.slot.turn is prompt.turn:
+                session.slot.cancel()
+            prompt.turn.cancel(CancelReason.SESSION_CANCEL)
+
+    async def _parse(self, params: Any) -> Parsed:
         """Validate the params: (params, the typed request or None, the blocks).
 
         A prompt of plain text blocks (the common case) is checked here exactly, without
@@ -122,128 +227,83 @@ class PromptTurns(ServerBase):
         if not nesting_within(raw, MAX_PROMPT_DEPTH):
             # What cannot be stored and replayed is refused before the turn starts.
             raise InvalidParams(f"the prompt nests deeper than {MAX_PROMPT_DEPTH} levels")
-        await self._models()
+        await self._models.ensure()
         from ..protocol import PromptRequest
         from ..protocol.wire import from_wire
 
         request = from_wire(PromptRequest, raw)
         blocks = raw["prompt"]
-        self._check_prompt_blocks(blocks)
+        caps = self._agent.prompt_capabilities
+        for i, block in enumerate(blocks):
+            kind = block.get("type") if isinstance(block, dict) else None
+            cap = _GATED_BLOCKS.get(kind) if isinstance(kind, str) else None
+            if cap is not None and not caps.get(cap, False):
+                raise InvalidParams(
+                    f"prompt[{i}] is an {kind} block, but the agent did not advertise "
+                    f"promptCapabilities.{cap}"
+                )
         return raw, request, blocks
 
-    async def _prompt(self, params: Any, ctx: RequestContext) -> JSON:
-        place: Place | None = ctx.state.pop("place", None)
-        if place is not None:
-            try:
-                await place.wait()
-                self._claim_slot(params, ctx)  # as if it had arrived now
-            finally:
-                self._order.leave(place)
-            if place.cancelled:  # a session/cancel read while it waited: it will not run
-                ctx.state["cancelled"] = True
-                claimed = ctx.state.get("claim")
-                if claimed is not None:
-                    session, turn = claimed[0], claimed[1]
-                    self._cancel_turn(session, turn, CancelReason.SESSION_CANCEL)
-        claim: tuple[Session, Turn, Turn | None, SessionClient] | None = ctx.state.pop(
-            "claim", None
-        )
-        if claim is None:
-            self._check_initialized()  # a claim is only made once initialized
-            return await self._prompt_unclaimed(params, ctx, ctx.state.pop("waiter", None))
-        session, turn, previous, client = claim
-        try:
-            parsed = await self._parse_prompt(params)
-            return await self._run_turn(session, client, turn, previous, parsed)
-        finally:
-            self._release(session, turn)
+    async def _wait_for_slot(self, prompt: Prompt, session: Session) -> None:
+        """Take the slot, refusing at once or waiting in FIFO order (``busy_policy``).
 
-    async def _prompt_unclaimed(
-        self, params: Any, ctx: RequestContext, queued: tuple[Session, anyio.Event] | None
-    ) -> JSON:
+        A waiter keeps its place until it holds the slot, so a prompt read while the
+        first in line is being woken queues behind it instead of taking the slot.
+        """
+        slot = session.slot
+        if prompt.waiter is None and slot.waiting:
+            prompt.waiter = slot.enqueue()
+        # kept durably while it waits (its turn's first write removes it)
+        hold = prompt.waiter is not None and self._persister.holds_prompts and not prompt.held
+        turn_id = prompt.turn.turn_id
         try:
-            session = self._live(require_session_id(params_object(params)))
-            parsed = await self._parse_prompt(params)
-        except BaseException:
-            if queued is not None:
-                session_queued, waiter_queued = queued
-                if waiter_queued is not None:
-                    session_queued.slot.leave(waiter_queued, pass_on=True)
-            raise
-        turn = Turn(f"turn_{os.urandom(8).hex()}", self._new_scope())
-        if ctx.state.pop("cancelled", False):
-            turn.cancel(CancelReason.SESSION_CANCEL)  # it waits for the slot, then ends
-        waiter = queued[1] if queued is not None and queued[0] is session else None
-        held = waiter is not None and self._persister.holds_prompts
-        try:
-            if held:  # kept durably while it waits (its turn's first write removes it)
-                arrival = ctx.state.get("arrival") or time.time_ns()
-                await self._persister.hold_prompt(session.session_id, turn.turn_id, params, arrival)
-            await self._acquire_slot(session, turn, waiter)
-        except BaseException as exc:
-            if held and not isinstance(exc, SessionLeased):  # answered: it will not run
-                with anyio.CancelScope(shield=True):
-                    await self._persister.drop_prompt(session.session_id, turn.turn_id)
-            raise
-        try:
-            previous, session.last_turn = session.last_turn, turn
-            client = self.clients.get(session.session_id)
-            if client is None:
-                raise ResourceNotFound(
-                    f"Session {session.session_id!r} is closed",
-                    data={"sessionId": session.session_id},
+            if hold:
+                await self._persister.hold_prompt(
+                    session.session_id, turn_id, prompt.params, prompt.arrival
                 )
-            ctx.cancel_hook = lambda: self._cancel_turn(session, turn, CancelReason.CANCEL_REQUEST)
-            return await self._run_turn(session, client, turn, previous, parsed)
-        finally:
-            self._release(session, turn)
-
-    async def _run_held_prompts(self, session: Session) -> None:
-        """Run, in arrival order, the prompts other hosts held for ``session`` (queued
-        there, never begun: the host died or lost the session). Their senders are gone,
-        so their answers go nowhere; their turns stream to this session's client."""
-        for turn_id, params in await self._persister.held_prompts(session.session_id):
-            if self.sessions.get(session.session_id) is not session:
-                return  # closed or reloaded: the next owner runs the rest
-            turn = Turn(turn_id, self._new_scope())
-            try:
-                try:
-                    parsed = await self._parse_prompt(params)
-                except RequestError:  # it can never run
+            while True:
+                if prompt.waiter is not None:
+                    await prompt.waiter.wait()
+                    slot.leave(prompt.waiter, pass_on=False)
+                    prompt.waiter = None
+                if self._take_slot(prompt, session):
+                    return
+                if session.closed or self._open.get(session.session_id) is not session:
+                    raise not_found(session.session_id, "is closed")
+                if self._options.busy_policy == "reject" and not prompt.held:
+                    raise PromptAlreadyActive(
+                        f"A prompt is already active for session {session.session_id}"
+                    )
+                prompt.waiter = slot.enqueue()
+        except BaseException as exc:
+            if hold and not isinstance(exc, SessionLeased):  # answered: it will not run
+                with anyio.CancelScope(shield=True):
                     await self._persister.drop_prompt(session.session_id, turn_id)
-                    raise
-                if not session.slot.try_start(turn):
-                    await self._acquire_slot(session, turn, session.slot.enqueue())
-                previous, session.last_turn = session.last_turn, turn
-                await self._run_turn(session, self._client(session), turn, previous, parsed)
-            except SessionLeased:
-                return  # another host owns it now and runs what is left
-            except RequestError as exc:
-                log.info("held prompt %s of session %s: %s", turn_id, session.session_id, exc)
-            finally:
-                self._release(session, turn)
+            raise
 
-    def _release(self, session: Session, turn: Turn) -> None:
-        if not turn.finished:
-            turn.finish(None)  # ended before it ran (bad params, closed session)
-        session.slot.end_if_current(turn)
-        session.slot.wake_next()
+    def _release(self, prompt: Prompt) -> None:
+        session = prompt.session
+        if session is None:
+            return
+        if prompt.waiter is not None:  # gave up waiting: a wake-up it had goes on
+            session.slot.leave(prompt.waiter, pass_on=True)
+        if prompt.holds_slot:
+            if not prompt.turn.finished:
+                prompt.turn.finish(None)  # ended before it ran (bad params, closed session)
+            session.slot.end_if_current(prompt.turn)
+            session.slot.wake_next()
 
-    async def _run_turn(
-        self,
-        session: Session,
-        client: SessionClient,
-        turn: Turn,
-        previous: Turn | None,
-        parsed: ParsedPrompt,
-    ) -> JSON:
-        if previous is not None and not previous.finished:
-            # A cancelled turn may still be unwinding: its history closes first.
-            await previous.done.wait()
-        while (holder := session.history_turn) is not None:
-            # An older turn still unwinds (one that never ran can sit in between).
-            await holder.done.wait()
+    async def _run(self, prompt: Prompt, session: Session, parsed: Parsed) -> JSON:
         params, request, blocks = parsed
+        turn, client = prompt.turn, prompt.client
+        assert client is not None  # given with the slot
+        with anyio.CancelScope(shield=True):  # a cancel now applies to the turn, below
+            if prompt.previous is not None and not prompt.previous.finished:
+                # A cancelled turn may still be unwinding: its history closes first.
+                await prompt.previous.done.wait()
+            while (holder := session.history_turn) is not None:
+                # An older turn still unwinds (one that never ran can sit in between).
+                await holder.done.wait()
         # Another host serves it now, or its last write failed and fails again: refused
         # before the agent runs.
         await self._persister.before_turn(session.session_id)
@@ -252,28 +312,24 @@ class PromptTurns(ServerBase):
         prompt_turn = PromptTurn(session, client, params, blocks, turn.turn_id, _request=request)
         stop: str | None = None
         error: RequestError | None = None
+        timeout = self._options.turn_timeout
         try:
             with turn.scope:
-                if turn.cancelled:
-                    # The cancel (or close) arrived before the turn began: the prompt
-                    # is kept in history, the agent never runs it.
-                    pass
-                else:
-                    if self.turn_timeout is not None:
-                        turn.scope.deadline = anyio.current_time() + self.turn_timeout
-                    stop = await run_prompt(self.agent, prompt_turn)
+                # A cancel (or close) read before the turn began: the prompt is kept in
+                # history, the agent never runs it.
+                if not turn.cancelled:
+                    if timeout is not None:
+                        turn.scope.deadline = anyio.current_time() + timeout
+                    stop = await run_prompt(self._agent, prompt_turn)
             if turn.expire():  # the time limit came before any cancel
                 session.slot.time_out(turn)
-                stop, error = (
-                    None,
-                    TurnTimeout(f"The prompt turn exceeded its {self.turn_timeout:g} s time limit"),
-                )
-            if stop is not None and stop not in STOP_REASONS:
-                log.error("agent returned an invalid stop reason %r", stop)
-                error, stop = (
-                    InternalError("The agent ended the turn with an invalid stop reason"),
-                    None,
-                )
+                stop = None
+                error = TurnTimeout(f"The prompt turn exceeded its {timeout:g} s time limit")
+        except anyio.get_cancelled_exc_class():
+            # The request was cancelled ($/cancel_request, shutdown): the turn ends so.
+            if session.slot.turn is turn:
+                session.slot.cancel()
+            turn.cancel(CancelReason.CANCEL_REQUEST)
         except RequestError as exc:
             error = exc
         except ConnectionClosed:
@@ -283,9 +339,6 @@ class PromptTurns(ServerBase):
         except PathOutsideRoots as exc:
             # A path from the prompt that leaves the session's roots: bad input.
             error = InvalidParams(str(exc))
-        except Exception:
-            log.exception("agent.prompt failed in session %s", session.session_id)
-            error = InternalError("The agent failed while handling the prompt")
         finally:
             final = "cancelled" if turn.cancelled else (stop if error is None else None)
             if final is not None:
@@ -314,24 +367,6 @@ class PromptTurns(ServerBase):
         refused = self._persister.refused(session.session_id)
         if refused is not None:  # fenced out: the history is the new owner's
             raise refused
-        if self.unstable and prompt_turn.usage is not None:
+        if self._options.unstable and prompt_turn.usage is not None:
             return {"stopReason": final, "usage": prompt_turn.usage}
         return {"stopReason": final}
-
-    def _cancel_turn(self, session: Session, turn: Turn, reason: CancelReason) -> None:
-        if session.slot.turn is turn:
-            session.slot.cancel()
-        turn.cancel(reason)
-
-    def _cancel(self, params: Any) -> None:
-        raw = params if isinstance(params, dict) else {}
-        session_id = raw.get("sessionId")
-        if not isinstance(session_id, str):
-            return
-        self._order.cancel(session_id)  # prompts waiting behind a load or a close
-        session = self.sessions.get(session_id)
-        if session is None:
-            return  # unknown or closed: a silent no-op
-        turn = session.slot.cancel()
-        if turn is not None:
-            turn.cancel(CancelReason.SESSION_CANCEL)

@@ -1,8 +1,9 @@
 """Unstable ACP methods, served and advertised only when the server runs with
 ``unstable`` (``acp-agent-kit --unstable``): ``session/fork``, a new session holding a
 copy of a stored session's history, and ``session/set_title``, the title kept in the
-store and shown by ``session/list``. Both are as durable as the store. (The third
-unstable feature, ``usage`` on prompt results, is added by :mod:`.turns`.)
+store and shown by ``session/list``. Both are as durable as the store. (The other
+unstable features, the capabilities and ``usage`` on prompt results, are
+:mod:`.handshake`'s and :mod:`.turns`'s.)
 
 It builds on the session lifecycle (a fork is restored like a loaded session) and does
 not serve stable methods.
@@ -17,16 +18,17 @@ from typing import Any, Final
 import anyio
 import orjson
 
-from ..connection import RequestContext
-from ..errors import InvalidParams, ResourceNotFound
+from ..dispatch import RequestContext
+from ..errors import InvalidParams
 from ..history import USER_KIND
-from ..paths import check_absolute_dir
-from ..store import JsonText, TurnWrite
-from .base import JSON, params_object, require_session_id, utc_now
+from ..persistence import Persister
+from ..store import JsonText, SessionStore, TurnWrite
 from .lifecycle import SessionLifecycle
+from .live import OpenSessions
+from .params import JSON, not_found, params_object, require_session_id, utc_now
 
-#: what ``sessionCapabilities`` gains with ``unstable``
-UNSTABLE_SESSION_CAPABILITIES: Final[JSON] = {"fork": {}, "title": {}}
+#: the unstable methods this server serves (they are not in the v1 method table)
+UNSTABLE_METHODS: Final = ("session/fork", "session/set_title")
 MAX_TITLE: Final = 200
 
 
@@ -41,39 +43,41 @@ def _prompt_length(updates: tuple[JsonText, ...]) -> int:
     return count
 
 
-def _not_found(session_id: str) -> ResourceNotFound:
-    return ResourceNotFound(
-        f"Session {session_id[:100]!r} not found", data={"sessionId": session_id[:200]}
-    )
-
-
-class UnstableMethods(SessionLifecycle):
+class UnstableMethods:
     """``session/fork`` and ``session/set_title``."""
 
-    async def _fork_session(self, params: Any, ctx: RequestContext) -> JSON:
+    def __init__(
+        self,
+        store: SessionStore,
+        persister: Persister,
+        sessions: OpenSessions,
+        lifecycle: SessionLifecycle,
+    ) -> None:
+        self._store, self._persister = store, persister
+        self._open, self._lifecycle = sessions, lifecycle
+
+    async def fork_session(self, params: Any, ctx: RequestContext) -> JSON:
         raw = params_object(params)
-        self._require_auth()
+        self._lifecycle.check_setup(raw)  # the fork's cwd, roots and MCP servers
         source_id = require_session_id(raw)
-        if "cwd" not in raw:
-            raise InvalidParams("cwd: Field required")
-        check_absolute_dir(raw.get("cwd"), "cwd")
-        source = await self.store.get(self.owner, source_id)
+        owner = self._open.owner
+        source = await self._store.get(owner, source_id)
         if source is None:
-            raise _not_found(source_id)
+            raise not_found(source_id)
         await self._persister.sync()  # the source's last turn is in the store
-        stored = await self.store.load_history(self.owner, source_id)
+        stored = await self._store.load_history(owner, source_id)
         fork_id = f"sess_{os.urandom(12).hex()}"
         now = utc_now()
         record = dataclasses.replace(
-            source, session_id=fork_id, owner=self.owner, title=None, created_at=now, updated_at=now
+            source, session_id=fork_id, owner=owner, title=None, created_at=now, updated_at=now
         )
-        await self.store.create(record)
+        await self._store.create(record)
         try:
             for turn in stored:
                 if turn.stop_reason is None:
                     continue  # still running, or never ended: not part of the copy
                 at = _prompt_length(turn.updates)
-                await self.store.write_turn(
+                await self._store.write_turn(
                     TurnWrite(
                         fork_id,
                         turn.turn_id,
@@ -82,16 +86,14 @@ class UnstableMethods(SessionLifecycle):
                         end=turn.stop_reason,
                     )
                 )
-            session, _ = await self._restore({**raw, "sessionId": fork_id}, replay=False)
+            session = await self._lifecycle.restore({**raw, "sessionId": fork_id})
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._persister.give_back_lease(fork_id)  # create took it
             raise
-        # A new session to the client: nothing about it before this response.
-        ctx.after_response.append(lambda: self._announce_commands(session))
-        return self._setup_result(session, with_id=True)
+        return self._lifecycle.new_result(session, ctx)
 
-    async def _set_title(self, params: Any, ctx: RequestContext) -> JSON:
+    async def set_title(self, params: Any, ctx: RequestContext) -> JSON:
         raw = params_object(params)
         session_id = require_session_id(raw)
         title = raw.get("title")
@@ -100,13 +102,13 @@ class UnstableMethods(SessionLifecycle):
         title = " ".join(title.split())[:MAX_TITLE]
         if not title:
             raise InvalidParams("title: empty")
-        record = await self.store.get(self.owner, session_id)
+        record = await self._store.get(self._open.owner, session_id)
         if record is None:
-            raise _not_found(session_id)
-        live = self.sessions.get(session_id)
+            raise not_found(session_id)
+        live = self._open.get(session_id)
         if live is not None:
             live.title = title  # later writes of the live session keep it
-            await self.store.update(self._record(live))
+            await self._store.update(self._open.record(live))
         else:
-            await self.store.update(dataclasses.replace(record, title=title))
+            await self._store.update(dataclasses.replace(record, title=title))
         return {"title": title}

@@ -32,6 +32,7 @@ from acp_agent.agent import Agent
 from acp_agent.chat.connection import AgentProcess
 from acp_agent.chat.workspace import Workspace
 from acp_agent.errors import InvalidParams, MethodNotFound, ResourceNotFound
+from acp_agent.options import ServerOptions
 from acp_agent.server import AcpServer
 from acp_agent.store import SessionStore
 from acp_agent.transport import Transport, memory_pair
@@ -388,8 +389,9 @@ async def connect(
         timeout: seconds any single wait may take.
         store: for an in-memory agent, its session store (default: a fresh in-memory
             one); share one between two connections to load a session in the second.
-        server_options: for an in-memory agent, the server's options
-            (``busy_policy``, ``unstable``, ``allow_outside_roots``, ``turn_timeout``).
+        server_options: for an in-memory agent, the fields of its
+            :class:`~acp_agent.options.ServerOptions` (``busy_policy``, ``unstable``,
+            ``allow_outside_roots``, ``turn_timeout``).
     """
     with tempfile.TemporaryDirectory(prefix="acp-test-") as scratch:
         where = _real(cwd if cwd is not None else scratch)
@@ -400,7 +402,7 @@ async def connect(
             if isinstance(agent, Agent):
                 ours, theirs = memory_pair()
                 transport: Transport = ours
-                server = AcpServer(agent, store, **server_options)
+                server = AcpServer(agent, store, ServerOptions(**server_options))
 
                 async def run_server() -> None:
                     try:

@@ -7,8 +7,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from acp_agent.agent import Agent, PromptTurn
+from acp_agent.prompt_slot import SlotState
 from acp_agent.server import AcpServer
-from acp_agent.session import SlotState
 from tests.helpers.memclient import WireClient, serving
 
 JSON = dict[str, Any]

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_agent.errors import IllegalTransition
-from acp_agent.session import (
+from acp_agent.history import (
     BIG_EVENT,
     STOP_REASONS,
     USER_KIND,

@@ -15,7 +15,8 @@ import pytest
 from acp_agent.agent import Command, Mode, PromptTurn
 from acp_agent.client import text_content
 from acp_agent.errors import RESOURCE_NOT_FOUND
-from acp_agent.session import Session, prompt_to_updates
+from acp_agent.history import prompt_to_updates
+from acp_agent.session import Session
 from acp_agent.store import DEFAULT_OWNER, MemorySessionStore, SessionStore, SqliteSessionStore
 from tests.core._support import (
     ScriptAgent,

@@ -461,3 +461,64 @@ async def test_a_prompt_read_after_a_cancel_queues_behind_the_waiting_ones() -> 
         assert answers[queued]["result"] == {"stopReason": "end_turn"}
         assert answers[late]["result"] == {"stopReason": "end_turn"}
         assert entered == ["long", "queued", "late"]
+
+
+# --------------------------------------------------------------------------- one path
+
+
+def _frame(message: JSON) -> bytes:
+    import orjson
+
+    return orjson.dumps({"jsonrpc": "2.0", **message}) + b"\n"
+
+
+async def test_a_cancel_read_with_its_prompt_in_one_chunk_cancels_that_prompt() -> None:
+    """The prompt takes the slot when it is read, so a session/cancel in the same chunk
+    finds it, and a prompt after the cancel runs normally."""
+    entered: list[str] = []
+
+    async def script(turn: PromptTurn) -> str:
+        entered.append(turn.text)
+        if turn.text == "a":
+            await anyio.Event().wait()  # only a cancel ends it
+        return "end_turn"
+
+    async with checked(ScriptAgent(script)) as (client, server):
+        sid = await client.new_session()
+        await client.send_raw(
+            _frame({"id": 10, "method": "session/prompt", "params": prompt_params(sid, "a")})
+            + _frame({"method": "session/cancel", "params": {"sessionId": sid}})
+        )
+        with anyio.fail_after(5):
+            resp, _ = await client.until_response(10)
+        assert resp["result"] == {"stopReason": "cancelled"}
+        assert server.sessions[sid].history.turns[-1].stop_reason == "cancelled"
+        resp, _ = await client.call("session/prompt", prompt_params(sid, "b"))
+        assert resp["result"] == {"stopReason": "end_turn"}
+        assert entered == ["a", "b"]
+
+
+async def test_a_cancel_request_for_a_queued_prompt_answers_32800_and_the_line_goes_on() -> None:
+    gate = Gate()
+    entered: list[str] = []
+
+    async def script(turn: PromptTurn) -> str:
+        entered.append(turn.text)
+        return await gate(turn) if turn.text == "first" else "end_turn"
+
+    async with checked(ScriptAgent(script), busy_policy="queue") as (client, server):
+        sid = await client.new_session()
+        first = await client.request("session/prompt", prompt_params(sid, "first"))
+        await gate.entered.wait()
+        queued = await client.request("session/prompt", prompt_params(sid, "queued"))
+        last = await client.request("session/prompt", prompt_params(sid, "last"))
+        await anyio.wait_all_tasks_blocked()
+        await client.notify("$/cancel_request", {"requestId": queued})
+        resp, _ = await client.until_response(queued)
+        assert resp["error"]["code"] == -32800
+        gate.release.set()
+        for rid in (first, last):
+            resp, _ = await client.until_response(rid)
+            assert resp["result"] == {"stopReason": "end_turn"}
+        assert entered == ["first", "last"]
+        assert len(server.sessions[sid].history.turns) == 2  # the cancelled one never began

@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 from acp_agent.errors import IllegalTransition
-from acp_agent.session import (
+from acp_agent.history import STOP_REASONS
+from acp_agent.prompt_slot import (
     SLOT_TABLE,
-    STOP_REASONS,
     CancelReason,
     PromptSlot,
     SlotEvent,

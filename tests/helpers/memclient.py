@@ -14,7 +14,9 @@ import anyio
 import orjson
 
 from acp_agent.agent import Agent
+from acp_agent.options import ServerOptions
 from acp_agent.server import AcpServer
+from acp_agent.store import SessionStore
 from acp_agent.transport import MemoryTransport, memory_pair
 
 FULL_CAPS: dict[str, Any] = {
@@ -97,11 +99,14 @@ class WireClient:
 
 
 @asynccontextmanager
-async def serving(agent: Agent, **options: Any) -> AsyncIterator[tuple[WireClient, AcpServer]]:
-    """Run ``agent`` in-process; yield a client. On exit the client sends EOF and the
-    server must shut down by itself."""
+async def serving(
+    agent: Agent, store: SessionStore | None = None, **options: Any
+) -> AsyncIterator[tuple[WireClient, AcpServer]]:
+    """Run ``agent`` in-process; yield a client. ``options`` are
+    :class:`ServerOptions` fields. On exit the client sends EOF and the server must shut
+    down by itself."""
     ours, theirs = memory_pair()
-    server = AcpServer(agent, **options)
+    server = AcpServer(agent, store, ServerOptions(**options))
 
     async def run() -> None:
         try:

@@ -37,6 +37,7 @@ from tests.helpers.wire_client import FULL_CAPS, ProcessClient, spawn
 AGENT = """
 import random, sys
 import anyio
+from acp_agent.options import ServerOptions
 from acp_agent.reference import ReferenceAgent
 from acp_agent.runner import serve_stdio
 from acp_agent.store import open_store
@@ -57,7 +58,8 @@ class FailingStore:
 async def main(fd):
     store = FailingStore(await open_store(db), rate, seed)
     try:
-        await serve_stdio(ReferenceAgent(), store=store, write_fd=fd, busy_policy=sys.argv[4])
+        options = ServerOptions(busy_policy=sys.argv[4])
+        await serve_stdio(ReferenceAgent(), store=store, write_fd=fd, options=options)
     finally:
         await store.aclose()
 

@@ -313,7 +313,7 @@ async def test_cancel_during_a_local_command(tmp_path: Path) -> None:
 
 def _core_history_bug() -> bool:
     """session.TurnLog decodes its JsonText (a str subclass) with orjson, which refuses it."""
-    from acp_agent.session import TurnLog
+    from acp_agent.history import TurnLog
 
     try:
         TurnLog("t", [{"sessionUpdate": "user_message_chunk"}]).first_kind()

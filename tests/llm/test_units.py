@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from acp_agent.history import TurnLog
 from acp_agent.llm.backend import parse_retry_after
 from acp_agent.llm.config import ConfigError, add_arguments, config_from_args
 from acp_agent.llm.context import META_KEY, build_messages
 from acp_agent.llm.sse import SseDecoder
 from acp_agent.llm.stream import ChunkAssembler, ReasoningDelta, StreamError, TextDelta
-from acp_agent.session import TurnLog
 
 STREAM = (
     b": comment\r\n"

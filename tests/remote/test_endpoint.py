@@ -118,7 +118,7 @@ async def test_an_idle_connection_is_closed_and_a_busy_one_is_not(
 async def test_the_models_are_built_before_the_server_listens(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import acp_agent.server.base as base_module
+    import acp_agent.server.models as base_module
 
     monkeypatch.setattr(base_module, "_models_built", False)  # as in a fresh process
     async with running_server():

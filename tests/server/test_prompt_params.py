@@ -139,30 +139,29 @@ async def test_a_text_block_that_is_not_a_string_is_still_invalid_params() -> No
 async def test_the_models_are_built_in_the_background_once_the_client_is_quiet(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import acp_agent.server as server_module
-    import acp_agent.server.base as base_module
+    import acp_agent.server.models as models_module
 
-    monkeypatch.setattr(server_module, "WARM_IDLE", 0)  # quiet means: one empty pass
-    monkeypatch.setattr(base_module, "_models_built", False)  # as in a fresh process
+    monkeypatch.setattr(models_module, "WARM_IDLE", 0)  # quiet means: one empty pass
+    monkeypatch.setattr(models_module, "_models_built", False)  # as in a fresh process
     async with serving(Typed()) as (client, server):
-        assert server._models_ready is None  # nothing built before initialize
+        assert server.models.ready is None  # nothing built before initialize
         await client.initialize()
         with anyio.fail_after(30):
-            while server._models_ready is None:
+            while server.models.ready is None:
                 await anyio.lowlevel.checkpoint()
-            await server._models_ready.wait()
+            await server.models.ready.wait()
 
 
 BURST = r"""
 import sys
 import anyio
 import orjson
-import acp_agent.server as server_module
+import acp_agent.server.models as models_module
 from acp_agent.reference import ReferenceAgent
 from acp_agent.server import AcpServer
 from acp_agent.transport import memory_pair
 
-server_module.WARM_IDLE = 3600  # this is about a burst, not about an idle client
+models_module.WARM_IDLE = 3600  # this is about a burst, not about an idle client
 
 async def main():
     ours, theirs = memory_pair()
