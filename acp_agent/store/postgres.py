@@ -31,13 +31,14 @@ Leases (one live owner per session):
 from __future__ import annotations
 
 import builtins
+import functools
 import logging
 import os
 import re
 import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
@@ -45,7 +46,7 @@ import anyio.lowlevel
 import anyio.to_thread
 import orjson
 
-from acp_agent.errors import InternalError, SessionLeased
+from acp_agent.errors import InternalError, ResourceNotFound, SessionLeased
 from acp_agent.store import pg_sql as sql
 from acp_agent.store.base import (
     Clock,
@@ -63,19 +64,32 @@ from acp_agent.store.base import (
     session_not_found,
 )
 from acp_agent.store.packed import text_of
+from acp_agent.store.pg_calls import CommitUnknown, NotCommitted, checker, run_bounded
+from acp_agent.store.pg_commit import GroupCommit
 from acp_agent.store.pg_leases import LeaseTable
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["DEFAULT_LEASE_TIMEOUT", "PostgresSessionStore", "SchemaTooNew"]
+__all__ = [
+    "CALL_TIMEOUT_ENV_VAR",
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_LEASE_TIMEOUT",
+    "PostgresSessionStore",
+    "SchemaTooNew",
+]
 
 log = logging.getLogger("acp_agent.store.postgres")
 
 DEFAULT_LEASE_TIMEOUT: Final = 30.0
 POOL_SIZE: Final = 8
 CONNECT_TIMEOUT: Final = 10.0
+DEFAULT_CALL_TIMEOUT: Final = 10.0
+CALL_TIMEOUT_ENV_VAR: Final = "ACP_AGENT_STORE_TIMEOUT"
+"""Environment variable: seconds one call of the PostgreSQL store may take."""
+#: how the store names itself in errors (never by its URL, which may hold a password)
+NAME: Final = "PostgreSQL"
 
 _T = TypeVar("_T")
 Row = tuple[Any, ...]
@@ -132,6 +146,18 @@ def _maybe(text: str | None, convert: Callable[[str], str]) -> str | None:
     return None if text is None else convert(text)
 
 
+def _call_timeout() -> float:
+    value = os.environ.get(CALL_TIMEOUT_ENV_VAR)
+    if not value:
+        return DEFAULT_CALL_TIMEOUT
+    try:
+        return float(value)
+    except ValueError:
+        raise InternalError(
+            f"${CALL_TIMEOUT_ENV_VAR}: {value!r} is not a number of seconds"
+        ) from None
+
+
 def _migrate(conn: psycopg.Connection[Row]) -> None:
     """Create or bring the schema up to ``SCHEMA_VERSION``, in one transaction."""
     with conn.transaction():
@@ -155,12 +181,24 @@ class PostgresSessionStore:
     """A ``SessionStore`` on a PostgreSQL database shared by any number of hosts."""
 
     def __init__(
-        self, url: str, *, lease_timeout: float = DEFAULT_LEASE_TIMEOUT, clock: Clock | None = None
+        self,
+        url: str,
+        *,
+        lease_timeout: float = DEFAULT_LEASE_TIMEOUT,
+        clock: Clock | None = None,
+        call_timeout: float | None = None,
     ) -> None:
         if lease_timeout <= 0:
             raise ValueError(f"lease_timeout must be positive, not {lease_timeout}")
         self.url = url
         self.lease_timeout = lease_timeout
+        #: seconds one call may take, waiting for a connection included
+        self.call_timeout = _call_timeout() if call_timeout is None else call_timeout
+        if not self.call_timeout > 0:
+            raise ValueError(f"call_timeout must be positive, not {self.call_timeout}")
+        self._commits: GroupCommit[dict[str, Any], int | Exception] = GroupCommit(
+            self._commit_turns
+        )
         #: who holds a lease: this instance (the host and process name it for operators)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._timestamps = Timestamps(clock)
@@ -173,12 +211,19 @@ class PostgresSessionStore:
 
     @classmethod
     async def open(
-        cls, url: str, *, lease_timeout: float = DEFAULT_LEASE_TIMEOUT, clock: Clock | None = None
+        cls,
+        url: str,
+        *,
+        lease_timeout: float = DEFAULT_LEASE_TIMEOUT,
+        clock: Clock | None = None,
+        call_timeout: float | None = None,
     ) -> PostgresSessionStore:
-        """Connect, create or migrate the schema, start the pool and the lease renewal."""
+        """Connect, create or migrate the schema, start the pool and the lease renewal.
+        ``call_timeout`` (default ``$ACP_AGENT_STORE_TIMEOUT`` or ``DEFAULT_CALL_TIMEOUT``)
+        bounds every later call."""
         import psycopg
 
-        store = cls(url, lease_timeout=lease_timeout, clock=clock)
+        store = cls(url, lease_timeout=lease_timeout, clock=clock, call_timeout=call_timeout)
         try:
             await anyio.to_thread.run_sync(store._open_sync)
         except psycopg.OperationalError as exc:  # libpq's words; they never hold a password
@@ -199,8 +244,9 @@ class PostgresSessionStore:
             self.url,
             min_size=1,
             max_size=POOL_SIZE,
-            kwargs={"autocommit": True},
-            timeout=CONNECT_TIMEOUT,
+            kwargs={"autocommit": True, "connect_timeout": max(1, int(self.call_timeout))},
+            check=checker(self.call_timeout),
+            timeout=self.call_timeout,
             open=False,
             name="acp-agent",
         )
@@ -212,23 +258,31 @@ class PostgresSessionStore:
 
     # --- running statements ------------------------------------------------------------------
 
-    async def _run(self, fn: Callable[[psycopg.Connection[Row]], _T]) -> _T:
+    async def _run(
+        self, fn: Callable[[psycopg.Connection[Row]], _T], *, reads_only: bool = False
+    ) -> _T:
+        """``fn`` on a pooled connection, on a worker thread, bounded by ``call_timeout``
+        (see ``acp_agent.store.pg_calls``)."""
         await anyio.lowlevel.checkpoint()  # every call may be cancelled before it starts
         if self._closed or self._pool is None:
             raise anyio.ClosedResourceError
-        pool = self._pool
-
-        def call() -> _T:
-            with pool.connection() as conn:
-                return fn(conn)
-
+        call = functools.partial(
+            run_bounded,
+            self._pool,
+            fn,
+            store=NAME,
+            timeout=self.call_timeout,
+            reads_only=reads_only,
+        )
         return await anyio.to_thread.run_sync(call, limiter=self._limiter)
 
-    async def _one(self, query: str, params: dict[str, Any]) -> Row | None:
+    async def _one(
+        self, query: str, params: dict[str, Any], *, reads_only: bool = False
+    ) -> Row | None:
         def run(conn: psycopg.Connection[Row]) -> Row | None:
             return conn.execute(query, params, prepare=True).fetchone()
 
-        return await self._run(run)
+        return await self._run(run, reads_only=reads_only)
 
     # --- leases ------------------------------------------------------------------------------
 
@@ -293,8 +347,12 @@ class PostgresSessionStore:
         if pool is None or self._closed:
             return
         before = self._leases.generation()  # leases taken later may be missing below
-        with pool.connection() as conn:
-            rows = conn.execute(sql.RENEW_ALL, self._lease_params(""), prepare=True).fetchall()
+        params = self._lease_params("")
+
+        def renew(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
+            return conn.execute(sql.RENEW_ALL, params, prepare=True).fetchall()
+
+        rows = run_bounded(pool, renew, store=NAME, timeout=self.call_timeout, reads_only=True)
         kept = {_unescape(sid): int(token) for sid, token in rows}
         for session_id in self._leases.lose_missing(kept, before):
             log.warning("lost the lease of session %s to another host", session_id)
@@ -317,7 +375,8 @@ class PostgresSessionStore:
         return stored
 
     async def get(self, owner: str, session_id: str) -> SessionRecord | None:
-        row = await self._one(sql.GET, {"session_id": _escape(session_id), "owner": _escape(owner)})
+        params = {"session_id": _escape(session_id), "owner": _escape(owner)}
+        row = await self._one(sql.GET, params, reads_only=True)
         return None if row is None else _record(row)
 
     async def update(self, record: SessionRecord) -> SessionRecord:
@@ -350,7 +409,7 @@ class PostgresSessionStore:
         def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.LIST, params, prepare=True).fetchall()
 
-        rows = await self._run(run)
+        rows = await self._run(run, reads_only=True)
         page = [_record(row) for row in rows[:limit]]
         return page, encode_cursor(page[-1]) if len(rows) > limit else None
 
@@ -386,12 +445,12 @@ class PostgresSessionStore:
             "end": _maybe(write.end, _escape),
         }
 
-        def run(conn: psycopg.Connection[Row]) -> int:
-            params["token"] = self._token_sync(conn, session_id)
-            row = conn.execute(sql.WRITE_TURN, params, prepare=True).fetchone()
-            return int(row[0]) if row else sql.WRITE_NO_SESSION
-
-        status = await self._run(run)
+        await anyio.lowlevel.checkpoint()  # cancelled before it starts: nothing written
+        if self._closed:
+            raise anyio.ClosedResourceError
+        status = await self._commits.write(params)
+        if isinstance(status, Exception):
+            raise status
         if status == sql.WRITE_OK:
             return
         if status == sql.WRITE_NO_SESSION:
@@ -405,13 +464,54 @@ class PostgresSessionStore:
         )
         raise AssertionError(f"acp_write_turn answered {status}")  # pragma: no cover
 
+    async def _commit_turns(
+        self, batch: Sequence[dict[str, Any]]
+    ) -> builtins.list[int | Exception]:
+        """The turn writes of one group commit (see ``acp_agent.store.pg_commit``): a
+        status or an error each, in order."""
+        return await self._run(lambda conn: self._commit_turns_sync(conn, batch))
+
+    def _commit_turns_sync(
+        self, conn: psycopg.Connection[Row], batch: Sequence[dict[str, Any]]
+    ) -> builtins.list[int | Exception]:
+        import psycopg
+
+        outcomes: builtins.list[int | Exception] = []
+        ready: builtins.list[tuple[int, dict[str, Any]]] = []
+        for index, params in enumerate(batch):
+            try:  # a session without a lease takes it first, on its own
+                params["token"] = self._token_sync(conn, _unescape(params["session_id"]))
+            except (SessionLeased, ResourceNotFound) as exc:
+                outcomes.append(exc)
+                continue
+            outcomes.append(sql.WRITE_OK)
+            ready.append((index, params))
+        # Row locks in one order (session id; a session's writes keep theirs), so that two
+        # hosts' batches cannot deadlock; one pipeline, one transaction, one COMMIT.
+        ready.sort(key=lambda pair: pair[1]["session_id"])
+        if not ready:
+            return outcomes
+        committing = False
+        try:
+            with conn.transaction():
+                with conn.cursor() as cursor:
+                    cursor.executemany(sql.WRITE_TURN, [p for _, p in ready], returning=True)
+                    for index, _ in ready:
+                        row = cursor.fetchone()
+                        outcomes[index] = int(row[0]) if row else sql.WRITE_NO_SESSION
+                        cursor.nextset()
+                committing = True
+        except psycopg.OperationalError as exc:
+            raise (CommitUnknown() if committing else NotCommitted()) from exc
+        return outcomes
+
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
         params = {"session_id": _escape(session_id), "owner": _escape(owner)}
 
         def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.HISTORY, params, prepare=True).fetchall()
 
-        rows = await self._run(run)
+        rows = await self._run(run, reads_only=True)
         if not rows:
             raise session_not_found(session_id)
         turns: builtins.list[TurnRecord] = []
@@ -456,7 +556,8 @@ class PostgresSessionStore:
         def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.HELD_PROMPTS, params, prepare=True).fetchall()
 
-        return [(_unescape(turn_id), _unescape(text)) for turn_id, text in await self._run(run)]
+        held = await self._run(run, reads_only=True)
+        return [(_unescape(turn_id), _unescape(text)) for turn_id, text in held]
 
     async def aclose(self) -> None:
         """Release every lease this host holds, stop the renewal and close the pool."""
