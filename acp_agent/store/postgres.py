@@ -31,6 +31,7 @@ Leases (one live owner per session):
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import logging
 import os
@@ -46,12 +47,13 @@ import anyio.lowlevel
 import anyio.to_thread
 import orjson
 
-from acp_agent.errors import InternalError, ResourceNotFound, SessionLeased
+from acp_agent.errors import InternalError, SessionLeased
 from acp_agent.store import pg_sql as sql
 from acp_agent.store.base import (
     Clock,
     JsonText,
     SessionRecord,
+    StoreFailed,
     Timestamps,
     TurnRecord,
     TurnWrite,
@@ -64,7 +66,7 @@ from acp_agent.store.base import (
     session_not_found,
 )
 from acp_agent.store.packed import text_of
-from acp_agent.store.pg_calls import CommitUnknown, NotCommitted, checker, run_bounded
+from acp_agent.store.pg_calls import run_bounded
 from acp_agent.store.pg_commit import GroupCommit
 from acp_agent.store.pg_leases import LeaseTable
 
@@ -196,9 +198,7 @@ class PostgresSessionStore:
         self.call_timeout = _call_timeout() if call_timeout is None else call_timeout
         if not self.call_timeout > 0:
             raise ValueError(f"call_timeout must be positive, not {self.call_timeout}")
-        self._commits: GroupCommit[dict[str, Any], int | Exception] = GroupCommit(
-            self._commit_turns
-        )
+        self._commits: GroupCommit[dict[str, Any], int] = GroupCommit(self._commit_turns)
         #: who holds a lease: this instance (the host and process name it for operators)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._timestamps = Timestamps(clock)
@@ -244,8 +244,7 @@ class PostgresSessionStore:
             self.url,
             min_size=1,
             max_size=POOL_SIZE,
-            kwargs={"autocommit": True, "connect_timeout": max(1, int(self.call_timeout))},
-            check=checker(self.call_timeout),
+            kwargs=self._connect_kwargs(),
             timeout=self.call_timeout,
             open=False,
             name="acp-agent",
@@ -257,6 +256,15 @@ class PostgresSessionStore:
         self._renewer.start()
 
     # --- running statements ------------------------------------------------------------------
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        return {"autocommit": True, "connect_timeout": max(1, int(self.call_timeout))}
+
+    def _connect(self) -> psycopg.Connection[Row]:
+        """A connection of its own (not the pool's), for a call run again."""
+        import psycopg
+
+        return psycopg.connect(self.url, **self._connect_kwargs())
 
     async def _run(
         self, fn: Callable[[psycopg.Connection[Row]], _T], *, reads_only: bool = False
@@ -270,6 +278,7 @@ class PostgresSessionStore:
             run_bounded,
             self._pool,
             fn,
+            connect=self._connect,
             store=NAME,
             timeout=self.call_timeout,
             reads_only=reads_only,
@@ -324,19 +333,19 @@ class PostgresSessionStore:
         """Raise ``SessionLeased`` if this host's lease on the session is known lost."""
         self._leases.token(session_id)
 
-    def _token_sync(self, conn: psycopg.Connection[Row], session_id: str) -> int:
-        """The token of this host's lease on the session, taking the lease if none is held."""
+    async def _token(self, session_id: str) -> int:
+        """The token of this host's lease on the session, taking the lease (in a call of
+        its own, committed) if none is held."""
         token = self._leases.token(session_id)
         if token is None:
-            token = self._leases.record(session_id, self._acquire_sync(conn, session_id), 0)
+            taken = await self._run(lambda conn: self._acquire_sync(conn, session_id))
+            token = self._leases.record(session_id, taken, 0)
         return token
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.lease_timeout / 3):
-            try:
+            with contextlib.suppress(StoreFailed):  # logged where it failed; tried again
                 self.renew_now()
-            except Exception as exc:  # the database is unreachable: try again next time
-                log.warning("renewing session leases failed: %s", exc)
 
     def renew_now(self) -> None:
         """Extend every lease this host holds; mark lost the ones another host took.
@@ -352,7 +361,9 @@ class PostgresSessionStore:
         def renew(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.RENEW_ALL, params, prepare=True).fetchall()
 
-        rows = run_bounded(pool, renew, store=NAME, timeout=self.call_timeout, reads_only=True)
+        rows = run_bounded(
+            pool, renew, connect=self._connect, store=NAME, timeout=self.call_timeout
+        )
         kept = {_unescape(sid): int(token) for sid, token in rows}
         for session_id in self._leases.lose_missing(kept, before):
             log.warning("lost the lease of session %s to another host", session_id)
@@ -382,16 +393,13 @@ class PostgresSessionStore:
     async def update(self, record: SessionRecord) -> SessionRecord:
         params = {**_fields(record), "holder": self.holder, "now": self._timestamps.now()}
 
-        def run(conn: psycopg.Connection[Row]) -> SessionRecord:
-            if conn.execute(sql.GET, params, prepare=True).fetchone() is None:
-                raise session_not_found(record.session_id)
-            params["token"] = self._token_sync(conn, record.session_id)
-            row = conn.execute(sql.UPDATE, params, prepare=True).fetchone()
-            if row is None:
-                raise self._leases.lose(record.session_id)
-            return _record(row)
-
-        return await self._run(run)
+        if await self._one(sql.GET, params, reads_only=True) is None:
+            raise session_not_found(record.session_id)
+        params["token"] = await self._token(record.session_id)
+        row = await self._one(sql.UPDATE, params)
+        if row is None:
+            raise self._leases.lose(record.session_id)
+        return _record(row)
 
     async def list(
         self, owner: str, *, cwd: str | None = None, cursor: str | None = None, limit: int = 50
@@ -448,9 +456,8 @@ class PostgresSessionStore:
         await anyio.lowlevel.checkpoint()  # cancelled before it starts: nothing written
         if self._closed:
             raise anyio.ClosedResourceError
+        params["token"] = await self._token(session_id)
         status = await self._commits.write(params)
-        if isinstance(status, Exception):
-            raise status
         if status == sql.WRITE_OK:
             return
         if status == sql.WRITE_NO_SESSION:
@@ -464,46 +471,24 @@ class PostgresSessionStore:
         )
         raise AssertionError(f"acp_write_turn answered {status}")  # pragma: no cover
 
-    async def _commit_turns(
-        self, batch: Sequence[dict[str, Any]]
-    ) -> builtins.list[int | Exception]:
-        """The turn writes of one group commit (see ``acp_agent.store.pg_commit``): a
-        status or an error each, in order."""
-        return await self._run(lambda conn: self._commit_turns_sync(conn, batch))
-
-    def _commit_turns_sync(
-        self, conn: psycopg.Connection[Row], batch: Sequence[dict[str, Any]]
-    ) -> builtins.list[int | Exception]:
-        import psycopg
-
-        outcomes: builtins.list[int | Exception] = []
-        ready: builtins.list[tuple[int, dict[str, Any]]] = []
-        for index, params in enumerate(batch):
-            try:  # a session without a lease takes it first, on its own
-                params["token"] = self._token_sync(conn, _unescape(params["session_id"]))
-            except (SessionLeased, ResourceNotFound) as exc:
-                outcomes.append(exc)
-                continue
-            outcomes.append(sql.WRITE_OK)
-            ready.append((index, params))
+    async def _commit_turns(self, batch: Sequence[dict[str, Any]]) -> builtins.list[int]:
+        """The turn writes of one group commit (see ``acp_agent.store.pg_commit``), in one
+        transaction: their statuses, in order."""
         # Row locks in one order (session id; a session's writes keep theirs), so that two
-        # hosts' batches cannot deadlock; one pipeline, one transaction, one COMMIT.
-        ready.sort(key=lambda pair: pair[1]["session_id"])
-        if not ready:
-            return outcomes
-        committing = False
-        try:
-            with conn.transaction():
-                with conn.cursor() as cursor:
-                    cursor.executemany(sql.WRITE_TURN, [p for _, p in ready], returning=True)
-                    for index, _ in ready:
-                        row = cursor.fetchone()
-                        outcomes[index] = int(row[0]) if row else sql.WRITE_NO_SESSION
-                        cursor.nextset()
-                committing = True
-        except psycopg.OperationalError as exc:
-            raise (CommitUnknown() if committing else NotCommitted()) from exc
-        return outcomes
+        # hosts' batches cannot deadlock; the calls go in one pipeline, one round trip.
+        order = sorted(range(len(batch)), key=lambda index: batch[index]["session_id"])
+
+        def run(conn: psycopg.Connection[Row]) -> builtins.list[int]:
+            statuses = [sql.WRITE_NO_SESSION] * len(batch)
+            with conn.cursor() as cursor:
+                cursor.executemany(sql.WRITE_TURN, [batch[i] for i in order], returning=True)
+                for index in order:
+                    row = cursor.fetchone()
+                    statuses[index] = int(row[0]) if row else sql.WRITE_NO_SESSION
+                    cursor.nextset()
+            return statuses
+
+        return await self._run(run)
 
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
         params = {"session_id": _escape(session_id), "owner": _escape(owner)}
@@ -539,12 +524,9 @@ class PostgresSessionStore:
             "request": _escape(request),
         }
 
-        def run(conn: psycopg.Connection[Row]) -> None:
-            params["token"] = self._token_sync(conn, session_id)
-            if conn.execute(sql.HOLD_PROMPT, params, prepare=True).fetchone() is None:
-                raise self._leases.lose(session_id)
-
-        await self._run(run)
+        params["token"] = await self._token(session_id)
+        if await self._one(sql.HOLD_PROMPT, params) is None:
+            raise self._leases.lose(session_id)
 
     async def drop_prompt(self, session_id: str, turn_id: str) -> None:
         params = {"session_id": _escape(session_id), "turn_id": _escape(turn_id)}
@@ -572,10 +554,15 @@ class PostgresSessionStore:
 
         def close() -> None:
             try:
-                with pool.connection() as conn:
-                    conn.execute(sql.RELEASE_ALL, params)
-            except Exception as exc:  # the leases expire by themselves
-                log.warning("releasing session leases failed: %s", exc)
+                run_bounded(
+                    pool,
+                    lambda conn: conn.execute(sql.RELEASE_ALL, params),
+                    connect=self._connect,
+                    store=NAME,
+                    timeout=self.call_timeout,
+                )
+            except StoreFailed:  # logged where it failed; the leases expire by themselves
+                pass
             finally:
                 if self._renewer is not None:
                     self._renewer.join()
