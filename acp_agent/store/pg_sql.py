@@ -6,7 +6,7 @@ and the statements of ``acp_agent.store.postgres``. It runs nothing and imports 
 
 Text is compared byte by byte (``COLLATE "C"``), as Python compares strings, whatever the
 database's locale. PostgreSQL text cannot hold NUL, so the store escapes text (see
-``postgres._escape``) before it gets here. Every table name starts with ``acp_``,
+``pg_rows.escape``) before it gets here. Every table name starts with ``acp_``,
 unqualified: the connection's ``search_path`` (for example
 ``?options=-csearch_path%3Dmyschema`` in the URL) decides the schema.
 

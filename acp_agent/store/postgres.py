@@ -5,6 +5,10 @@ transaction under an advisory lock, so hosts starting together do not race; the 
 recorded from the first one), and one live owner per session: the *lease*. The SQL text
 lives in ``acp_agent.store.pg_sql``. It knows nothing of JSON-RPC or the connection.
 
+Turn writes of this host waiting at the same moment are committed together, in one
+transaction (``acp_agent.store.pg_commit``); every call is bounded in time and run once more
+on a fresh connection when that is safe (``acp_agent.store.pg_calls``).
+
 The driver is psycopg 3, synchronous, with ``psycopg_pool``: each call runs on a worker
 thread (``anyio.to_thread``), as the SQLite store does. The project runs on asyncio, uvloop and
 trio, and the asynchronous drivers (asyncpg, psycopg's async API) are asyncio only; one code
@@ -35,7 +39,6 @@ import contextlib
 import functools
 import logging
 import os
-import re
 import socket
 import threading
 import uuid
@@ -45,7 +48,6 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-import orjson
 
 from acp_agent.errors import InternalError, SessionLeased
 from acp_agent.store import pg_sql as sql
@@ -69,6 +71,7 @@ from acp_agent.store.packed import text_of
 from acp_agent.store.pg_calls import run_bounded
 from acp_agent.store.pg_commit import GroupCommit
 from acp_agent.store.pg_leases import LeaseTable
+from acp_agent.store.pg_rows import escape, fields, maybe, to_record, unescape
 
 if TYPE_CHECKING:
     import psycopg
@@ -99,53 +102,6 @@ Row = tuple[Any, ...]
 
 class SchemaTooNew(InternalError):
     """The database was made by a newer acp-agent than this one."""
-
-
-def _record(row: Row) -> SessionRecord:
-    sid, owner, cwd, dirs, title, mode_id, config, created_at, updated_at = row
-    return SessionRecord(
-        session_id=_unescape(sid),
-        cwd=_unescape(cwd),
-        owner=_unescape(owner),
-        additional_directories=tuple(_unescape(d) for d in dirs),
-        title=_maybe(title, _unescape),
-        mode_id=_maybe(mode_id, _unescape),
-        config=orjson.loads(config),
-        created_at=created_at,
-        updated_at=updated_at,
-    )
-
-
-def _fields(record: SessionRecord) -> dict[str, Any]:
-    return {
-        "session_id": _escape(record.session_id),
-        "owner": _escape(record.owner),
-        "cwd": _escape(record.cwd),
-        "dirs": [_escape(d) for d in record.additional_directories],
-        "title": _maybe(record.title, _escape),
-        "mode_id": _maybe(record.mode_id, _escape),
-        "config": orjson.dumps(dict(record.config)).decode(),
-    }
-
-
-_ESCAPED: Final = re.compile("\x01(.)", re.DOTALL)
-
-
-def _escape(text: str) -> str:
-    """``text`` without NUL, which PostgreSQL text cannot hold (reversed by ``_unescape``)."""
-    if "\x00" not in text and "\x01" not in text:
-        return text
-    return text.replace("\x01", "\x01\x01").replace("\x00", "\x01\x02")
-
-
-def _unescape(text: str) -> str:
-    if "\x01" not in text:
-        return text
-    return _ESCAPED.sub(lambda m: "\x00" if m.group(1) == "\x02" else m.group(1), text)
-
-
-def _maybe(text: str | None, convert: Callable[[str], str]) -> str | None:
-    return None if text is None else convert(text)
 
 
 def _call_timeout() -> float:
@@ -296,7 +252,7 @@ class PostgresSessionStore:
     # --- leases ------------------------------------------------------------------------------
 
     def _lease_params(self, session_id: str) -> dict[str, Any]:
-        return {"session_id": _escape(session_id), "holder": self.holder, "ttl": self.lease_timeout}
+        return {"session_id": escape(session_id), "holder": self.holder, "ttl": self.lease_timeout}
 
     def _acquire_sync(self, conn: psycopg.Connection[Row], session_id: str) -> int:
         params = self._lease_params(session_id)
@@ -364,7 +320,7 @@ class PostgresSessionStore:
         rows = run_bounded(
             pool, renew, connect=self._connect, store=NAME, timeout=self.call_timeout
         )
-        kept = {_unescape(sid): int(token) for sid, token in rows}
+        kept = {unescape(sid): int(token) for sid, token in rows}
         for session_id in self._leases.lose_missing(kept, before):
             log.warning("lost the lease of session %s to another host", session_id)
 
@@ -374,7 +330,7 @@ class PostgresSessionStore:
         now = self._timestamps.now()
         stored = as_created(record, now)
         params = {
-            **_fields(stored),
+            **fields(stored),
             **self._lease_params(stored.session_id),
             "created_at": stored.created_at,
             "updated_at": stored.updated_at,
@@ -386,12 +342,12 @@ class PostgresSessionStore:
         return stored
 
     async def get(self, owner: str, session_id: str) -> SessionRecord | None:
-        params = {"session_id": _escape(session_id), "owner": _escape(owner)}
+        params = {"session_id": escape(session_id), "owner": escape(owner)}
         row = await self._one(sql.GET, params, reads_only=True)
-        return None if row is None else _record(row)
+        return None if row is None else to_record(row)
 
     async def update(self, record: SessionRecord) -> SessionRecord:
-        params = {**_fields(record), "holder": self.holder, "now": self._timestamps.now()}
+        params = {**fields(record), "holder": self.holder, "now": self._timestamps.now()}
 
         if await self._one(sql.GET, params, reads_only=True) is None:
             raise session_not_found(record.session_id)
@@ -399,7 +355,7 @@ class PostgresSessionStore:
         row = await self._one(sql.UPDATE, params)
         if row is None:
             raise self._leases.lose(record.session_id)
-        return _record(row)
+        return to_record(row)
 
     async def list(
         self, owner: str, *, cwd: str | None = None, cursor: str | None = None, limit: int = 50
@@ -407,10 +363,10 @@ class PostgresSessionStore:
         check_limit(limit)
         after_at, after_id = (None, None) if cursor is None else decode_cursor(cursor)
         params = {
-            "owner": _escape(owner),
-            "cwd": _maybe(cwd, _escape),
+            "owner": escape(owner),
+            "cwd": maybe(cwd, escape),
             "after_at": after_at,
-            "after_id": _maybe(after_id, _escape),
+            "after_id": maybe(after_id, escape),
             "limit": limit + 1,
         }
 
@@ -418,11 +374,11 @@ class PostgresSessionStore:
             return conn.execute(sql.LIST, params, prepare=True).fetchall()
 
         rows = await self._run(run, reads_only=True)
-        page = [_record(row) for row in rows[:limit]]
+        page = [to_record(row) for row in rows[:limit]]
         return page, encode_cursor(page[-1]) if len(rows) > limit else None
 
     async def delete(self, owner: str, session_id: str) -> bool:
-        params = {**self._lease_params(session_id), "owner": _escape(owner)}
+        params = {**self._lease_params(session_id), "owner": escape(owner)}
 
         def run(conn: psycopg.Connection[Row]) -> bool:
             if conn.execute(sql.DELETE, params, prepare=True).fetchone() is not None:
@@ -440,17 +396,17 @@ class PostgresSessionStore:
     async def write_turn(self, write: TurnWrite) -> None:
         session_id = write.session_id
         items = [
-            _escape(text_of(item)) for part in (write.begin or (), write.updates) for item in part
+            escape(text_of(item)) for part in (write.begin or (), write.updates) for item in part
         ]
         params = {
-            "session_id": _escape(session_id),
-            "turn_id": _escape(write.turn_id),
+            "session_id": escape(session_id),
+            "turn_id": escape(write.turn_id),
             "holder": self.holder,
             "ttl": self.lease_timeout,
             "now": self._timestamps.now(),
             "begin": write.begin is not None,
             "items": items,
-            "end": _maybe(write.end, _escape),
+            "end": maybe(write.end, escape),
         }
 
         await anyio.lowlevel.checkpoint()  # cancelled before it starts: nothing written
@@ -491,7 +447,7 @@ class PostgresSessionStore:
         return await self._run(run)
 
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
-        params = {"session_id": _escape(session_id), "owner": _escape(owner)}
+        params = {"session_id": escape(session_id), "owner": escape(owner)}
 
         def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.HISTORY, params, prepare=True).fetchall()
@@ -504,10 +460,10 @@ class PostgresSessionStore:
         for index, (turn_id, stop_reason, part) in enumerate(rows):
             if turn_id is None:
                 break
-            items.extend(map(_unescape, part or ()))
+            items.extend(map(unescape, part or ()))
             if index + 1 == len(rows) or rows[index + 1][0] != turn_id:
                 turns.append(
-                    TurnRecord(_unescape(turn_id), tuple(items), _maybe(stop_reason, _unescape))
+                    TurnRecord(unescape(turn_id), tuple(items), maybe(stop_reason, unescape))
                 )
                 items = []
         return turns
@@ -519,9 +475,9 @@ class PostgresSessionStore:
     ) -> None:
         params = {
             **self._lease_params(session_id),
-            "turn_id": _escape(turn_id),
+            "turn_id": escape(turn_id),
             "arrival": arrival,
-            "request": _escape(request),
+            "request": escape(request),
         }
 
         params["token"] = await self._token(session_id)
@@ -529,7 +485,7 @@ class PostgresSessionStore:
             raise self._leases.lose(session_id)
 
     async def drop_prompt(self, session_id: str, turn_id: str) -> None:
-        params = {"session_id": _escape(session_id), "turn_id": _escape(turn_id)}
+        params = {"session_id": escape(session_id), "turn_id": escape(turn_id)}
         await self._run(lambda conn: conn.execute(sql.DROP_PROMPT, params, prepare=True))
 
     async def held_prompts(self, session_id: str) -> builtins.list[tuple[str, JsonText]]:
@@ -539,7 +495,7 @@ class PostgresSessionStore:
             return conn.execute(sql.HELD_PROMPTS, params, prepare=True).fetchall()
 
         held = await self._run(run, reads_only=True)
-        return [(_unescape(turn_id), _unescape(text)) for turn_id, text in held]
+        return [(unescape(turn_id), unescape(text)) for turn_id, text in held]
 
     async def aclose(self) -> None:
         """Release every lease this host holds, stop the renewal and close the pool."""
