@@ -192,7 +192,8 @@ def main() -> None:
     for name, hosts, rate, tail in rows:
         print(f"| {name} | {hosts} | {rate:.0f} | {tail:.1f} |")
     for clients, tps in limits:
-        print(f"| `pgbench`, one-row insert transactions, {clients} clients | | {tps:.0f} tps | |")
+        noun = "client" if clients == 1 else "clients"
+        print(f"| `pgbench`, one-row insert transactions, {clients} {noun} | | {tps:.0f} tps | |")
 
 
 if __name__ == "__main__":
