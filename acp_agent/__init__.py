@@ -13,6 +13,11 @@ Write an agent by subclassing :class:`Agent` and serve it with :func:`run_agent`
 
     run_agent(Hello())
 
+The exceptions an agent may catch are exported too: :class:`CapabilityError` (the
+client lacks a capability a call needs), :class:`RequestError` (the client answered a
+request with an error), :class:`PathOutsideRoots`, :class:`ConnectionClosed`, ...
+Test an agent with :mod:`acp_agent.testing`.
+
 Names are loaded lazily so that ``import acp_agent`` stays cheap.
 """
 
@@ -56,23 +61,47 @@ _EXPORTS: dict[str, str] = {
     "open_store": "acp_agent.store",
     "MemorySessionStore": "acp_agent.store",
     "SqliteSessionStore": "acp_agent.store",
+    "AcpError": "acp_agent.errors",
+    "CapabilityError": "acp_agent.errors",
+    "IllegalTransition": "acp_agent.errors",
+    "PathOutsideRoots": "acp_agent.errors",
+    "RequestError": "acp_agent.errors",
+    "InvalidParams": "acp_agent.errors",
+    "InternalError": "acp_agent.errors",
+    "MethodNotFound": "acp_agent.errors",
+    "AuthRequired": "acp_agent.errors",
+    "ResourceNotFound": "acp_agent.errors",
+    "ConnectionClosed": "acp_agent.errors",
+    "CallTimeout": "acp_agent.errors",
 }
 
 __all__ = [
     "ALLOW_ONCE",
     "REJECT_ONCE",
+    "AcpError",
     "AcpServer",
     "Agent",
     "AgentSession",
+    "AuthRequired",
+    "CallTimeout",
+    "CapabilityError",
     "ClientCapabilities",
     "Command",
     "ConfigOption",
+    "ConnectionClosed",
+    "IllegalTransition",
     "InitializeParams",
+    "InternalError",
+    "InvalidParams",
     "MemorySessionStore",
+    "MethodNotFound",
     "Mode",
+    "PathOutsideRoots",
     "PermissionOption",
     "PermissionOutcome",
     "PromptTurn",
+    "RequestError",
+    "ResourceNotFound",
     "ServerOptions",
     "Session",
     "SessionClient",
@@ -130,6 +159,20 @@ if TYPE_CHECKING:
         text_content,
     )
     from .connection import AgentSession
+    from .errors import (
+        AcpError,
+        AuthRequired,
+        CallTimeout,
+        CapabilityError,
+        ConnectionClosed,
+        IllegalTransition,
+        InternalError,
+        InvalidParams,
+        MethodNotFound,
+        PathOutsideRoots,
+        RequestError,
+        ResourceNotFound,
+    )
     from .options import ServerOptions
     from .runner import run_agent, serve_stdio
     from .server import AcpServer, serve

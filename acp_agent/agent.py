@@ -20,13 +20,15 @@ This module does not know the connection or the store.
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .client import ClientCapabilities, SessionClient
-from .errors import MethodNotFound
+from .errors import ConnectionClosed, InternalError, MethodNotFound, PathOutsideRoots, RequestError
+from .history import STATE_KIND, STOP_REASONS
 from .session import Session
 
 if sys.version_info >= (3, 11):
@@ -36,6 +38,8 @@ else:  # pragma: no cover - Python 3.10
 
 if TYPE_CHECKING:
     from .protocol import ContentBlock, PromptRequest
+
+log = logging.getLogger("acp_agent.agent")
 
 StopReason = Literal["end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"]
 
@@ -89,6 +93,8 @@ class AuthMethod(TypedDict):
     name: str
     description: NotRequired[str]
     type: NotRequired[str]
+    args: NotRequired[list[str]]  # a ``terminal`` method: the agent command's arguments
+    env: NotRequired[dict[str, str]]
 
 
 class PromptCapabilities(TypedDict, total=False):
@@ -157,6 +163,19 @@ class PromptTurn:
         """The text of the prompt's text blocks, joined with newlines."""
         return "\n".join(str(b.get("text", "")) for b in self.blocks if b.get("type") == "text")
 
+    def save_state(self, state: Any) -> None:
+        """Keep ``state`` (JSON-ready, not None) with this turn, durably.
+
+        It is written with the turn's history, at the latest with the turn's end, and is
+        never sent to a client nor replayed. A later turn, in this process or after
+        ``session/load`` in another, reads every turn's saved state, oldest first, from
+        ``session.history.states()``. Saving again in the same turn replaces it. It does
+        not wait, so it may be called while the turn unwinds from a cancel.
+        """
+        if state is None:
+            raise ValueError("save_state needs a value (None means nothing saved)")
+        self.client.record({"sessionUpdate": STATE_KIND, "state": state})
+
 
 class Agent:
     """Base class of an ACP agent. Override :meth:`prompt` at least."""
@@ -193,6 +212,8 @@ class Agent:
         return ()
 
     async def authenticate(self, method_id: str, meta: Mapping[str, Any] | None) -> None:
+        """``authenticate`` with one of :meth:`auth_methods` (``meta`` is the request's
+        ``_meta``). Raise :class:`~acp_agent.errors.RequestError` to refuse."""
         raise MethodNotFound("this agent needs no authentication")
 
     def requires_auth(self) -> bool:
@@ -256,3 +277,43 @@ class Agent:
 
     async def ext_notification(self, method: str, params: Any) -> None:
         """A ``_``-prefixed notification. Default: ignored."""
+
+
+# -- the turn's boundary ----------------------------------------------------------
+
+
+async def run_prompt(agent: Agent, turn: PromptTurn) -> StopReason:
+    """Run ``agent.prompt(turn)`` and check what it returns.
+
+    An agent's bug becomes a JSON-RPC error that names it, with the details in the log:
+    a result that is not a :data:`StopReason` (``None``, say) raises
+    :class:`~acp_agent.errors.InternalError` ("Shouty.prompt returned None; expected a
+    StopReason ..."), and so does an exception ("Shouty.prompt raised KeyError (the
+    traceback is in the agent's log ...)"), whose message and traceback are only logged. What the
+    library itself raises for the turn passes unchanged: a
+    :class:`~acp_agent.errors.RequestError` (its code and message are the answer),
+    :class:`~acp_agent.errors.ConnectionClosed`, :class:`~acp_agent.errors.PathOutsideRoots`
+    and cancellation.
+    """
+    where = f"{type(agent).__name__}.prompt"
+    try:
+        stop: object = await agent.prompt(turn)
+    except (RequestError, ConnectionClosed, PathOutsideRoots):
+        raise
+    except Exception as exc:
+        log.exception("%s raised in session %s", where, turn.session.session_id)
+        # The exception's text stays in the log: it may hold what the client must not see.
+        raise InternalError(
+            f"{where} raised {type(exc).__name__} "
+            "(the traceback is in the agent's log: stderr or --log-file)",
+            data={"agent": where, "exception": type(exc).__name__},
+        ) from exc
+    if stop not in STOP_REASONS:
+        shown = repr(stop)[:100]
+        expected = ", ".join(sorted(STOP_REASONS))
+        log.error("%s returned %s in session %s", where, shown, turn.session.session_id)
+        raise InternalError(
+            f"{where} returned {shown}; expected a StopReason ({expected})",
+            data={"agent": where},
+        )
+    return stop  # type: ignore[return-value]

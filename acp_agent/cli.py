@@ -4,7 +4,10 @@ With no subcommand it serves an agent over stdio, for an editor to launch: the
 reference agent, or the language-model agent of :mod:`acp_agent.llm` when a model is
 configured. Subcommands: ``chat`` (a terminal client for any ACP agent), ``demo``
 (drive the server through a scripted session), ``conformance`` (the conformance
-suite against any agent command) and ``sessions`` (the stored sessions).
+suite against any agent command), ``serve`` (remote serving), ``sessions`` (the
+stored sessions) and ``login``/``logout`` (the model endpoint's API key). Global
+options may come before or after the subcommand; a mistake in them is one line on
+stderr and exit 2, before anything runs.
 
 This module only wires things together. It imports what each path needs lazily, so
 ``acp-agent-kit`` starts fast and the serving path never imports rich.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import logging
 import os
 import sys
@@ -31,7 +35,7 @@ EXIT_USAGE = 2
 #: the command (not `acp-agent`: an unrelated project on PyPI installs a command of that name)
 PROG: Final = "acp-agent-kit"
 
-SUBCOMMANDS = ("chat", "demo", "conformance", "serve", "sessions")
+SUBCOMMANDS = ("chat", "demo", "conformance", "serve", "sessions", "login", "logout")
 
 # flag -> environment variable; every flag has one.
 ENV = {
@@ -46,6 +50,8 @@ ENV = {
     "dispatcher": "ACP_AGENT_DISPATCHER",
     "model": "ACP_AGENT_MODEL",
     "unstable": "ACP_AGENT_UNSTABLE",
+    "no_check": "ACP_AGENT_NO_CHECK",
+    "agent": "ACP_AGENT_AGENT",
 }
 
 DESCRIPTION = """\
@@ -57,7 +63,8 @@ agent, whose slash commands (/help lists them) exercise every protocol feature.
 
 EPILOG = """\
 subcommands:
-  chat [--auto-approve|--auto-reject] [-- AGENT_COMMAND...]
+  chat [--auto-approve|--auto-reject] [--resume ID|--load ID] [-p PROMPT]
+       [--url URL] [-- AGENT_COMMAND...]
                         talk to an ACP agent from the terminal (default agent:
                         this server); `acp-agent-kit chat --help` for more
   demo [-- AGENT_COMMAND...]
@@ -68,8 +75,14 @@ subcommands:
   serve [--listen HOST:PORT] [--token-file PATH]
                         serve the agent over Streamable HTTP and WebSocket at
                         /acp; `acp-agent-kit serve --help` for more
-  sessions list | show ID | delete ID | prune --older-than DAYS
-                        see and manage the stored sessions, with their sizes
+  sessions [--agent NAME] list | show ID | delete ID | agents
+           | prune --older-than DAYS [--dry-run | --yes]
+                        see and manage the stored sessions (SQLite or
+                        PostgreSQL), with their sizes
+  login | logout        keep (or forget) the model endpoint's API key, readable
+                        by you only, for the language-model agent
+
+options may come before or after the subcommand (`chat --store memory`).
 
 every flag can also be set through its environment variable (the flag wins).
 logs go to stderr (stdout carries only protocol messages), or to --log-file.
@@ -177,6 +190,20 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
         help="serve the language-model agent with this model instead of the "
         "reference agent [env ACP_AGENT_MODEL]",
     )
+    parser.add_argument(
+        "--no-check",
+        action="store_true",
+        default=_env("no_check") not in (None, "0", "false", "no"),
+        help="do not ask the model endpoint, before serving, whether it answers and lists "
+        "the model [env ACP_AGENT_NO_CHECK=1]",
+    )
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:OBJECT",
+        default=_env("agent"),
+        help="serve this agent: one of ours, or a pydantic-ai, LangGraph or OpenAI Agents "
+        "SDK agent (see docs/adapters.md) [env ACP_AGENT_AGENT]",
+    )
     if with_llm:
         from .llm import add_arguments
 
@@ -221,7 +248,17 @@ def _check_env_choices(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
     """``(global options, subcommand or None, the subcommand's own arguments)``."""
-    takes_value = {
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            break
+        if arg in SUBCOMMANDS and (i == 0 or argv[i - 1] not in _TAKES_VALUE):
+            return list(argv[:i]), arg, list(argv[i + 1 :])
+    return list(argv), None, []
+
+
+#: the global options that take a value (the language-model agent's come from its parser)
+_TAKES_VALUE: Final = frozenset(
+    {
         "--log-level",
         "--log-file",
         "--store",
@@ -232,12 +269,34 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
         "--dispatcher",
         "--model",
     }
-    for i, arg in enumerate(argv):
+)
+
+
+def lift_options(
+    parser: argparse.ArgumentParser, rest: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """``(global options, the rest)``: the global options a person gave after the
+    subcommand (before its ``--``), so that ``chat --store memory`` works too."""
+    flags = {
+        flag: action.nargs != 0
+        for action in parser._actions  # argparse offers no public listing
+        for flag in action.option_strings
+        if flag not in ("-h", "--help", "--version")
+    }
+    lifted: list[str] = []
+    kept: list[str] = []
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
         if arg == "--":
+            kept += rest[i:]
             break
-        if arg in SUBCOMMANDS and (i == 0 or argv[i - 1] not in takes_value):
-            return list(argv[:i]), arg, list(argv[i + 1 :])
-    return list(argv), None, []
+        name, has_value, _ = arg.partition("=")
+        takes = flags.get(name)
+        width = 1 if takes is None or not takes or has_value else 2
+        (kept if takes is None else lifted).extend(rest[i : i + width])
+        i += width
+    return lifted, kept
 
 
 def configure_logging(level: str, log_file: str | None) -> None:
@@ -260,6 +319,12 @@ def configure_logging(level: str, log_file: str | None) -> None:
 
 def check_configuration(args: argparse.Namespace) -> None:
     """Refuse, in one line, what cannot work, before anything runs; then set up logging."""
+    if args.store:
+        from .preflight import store_name_problem
+
+        problem = store_name_problem(args.store)
+        if problem:
+            fail(f"--store {args.store}: {problem}")
     try:
         configure_logging(args.log_level, args.log_file)
     except OSError as exc:
@@ -278,8 +343,21 @@ def fail(message: str) -> NoReturn:
 # ----------------------------------------------------------------------- serving
 
 
-def build_agent(args: argparse.Namespace) -> Any:
-    """The agent to serve: the LLM agent when a model is configured, else the reference."""
+def build_agent(args: argparse.Namespace, *, require_key: bool = True, check: bool = True) -> Any:
+    """The agent to serve: the one ``--agent`` names, else the LLM agent when a model is
+    configured, else the reference agent.
+
+    The model's configuration is refused in one line when it cannot work: no API key for
+    a hosted endpoint (unless ``require_key`` is False: the agent then asks its client to
+    log in), and, before serving (``check``, unless ``--no-check``), an endpoint that does
+    not answer or does not list the model."""
+    if args.agent:
+        from .adapters import LoadError, load
+
+        try:
+            return load(args.agent)
+        except LoadError as exc:
+            fail(str(exc))
     if args.model:
         # Hook: the language-model agent lives in acp_agent.llm (its own package).
         try:
@@ -293,12 +371,29 @@ def build_agent(args: argparse.Namespace) -> Any:
                 "reference agent"
             )
         try:
-            return llm.build_agent(args)
+            config = llm.config_from_args(args, require_key=require_key)
         except llm.ConfigError as exc:
             fail(str(exc))
+        agent = llm.LlmAgent(config)
+        if check and not args.no_check and not agent.requires_auth():  # (no key: no check)
+            problem = llm.endpoint_problem(config)
+            if problem:
+                fail(f"{problem} (--no-check skips this check)")
+        return agent
     from .reference import ReferenceAgent
 
     return ReferenceAgent()
+
+
+def missing_module(*names: str) -> str | None:
+    """The first of ``names`` that cannot be imported, or None."""
+    for name in names:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):  # ValueError: hidden (None in sys.modules)
+            return name
+    return None
 
 
 def dispatcher_for(name: str) -> Any:
@@ -342,7 +437,7 @@ def serve(args: argparse.Namespace) -> int:
     from .runner import run_agent
 
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
-    agent = build_agent(args)
+    agent = build_agent(args, require_key=False)  # without a key it offers a login
     if sys.stdin.isatty():
         from .preflight import waiting_note
 
@@ -353,6 +448,7 @@ def serve(args: argparse.Namespace) -> int:
         prog=PROG,
         store=args.store,
         lease_timeout=args.lease_timeout,
+        hint=False,  # the note above names this command
         options=server_options(args),
     )
 
@@ -365,7 +461,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def run_chat(args: argparse.Namespace, rest: list[str], options: list[str]) -> int:
-    from .chat.app import main as chat_main
+    from .chat.command import main as chat_main
 
     return chat_main(rest, backend=args.backend, agent_options=options)
 
@@ -393,12 +489,15 @@ def run_sessions(args: argparse.Namespace, rest: list[str]) -> int:
 
 
 def run_serve(args: argparse.Namespace, rest: list[str]) -> int:
+    if missing_module("hypercorn", "wsproto") is not None:
+        fail("serve needs the remote extra: pip install 'acp-agent-kit[remote]'")
     from .remote.cli import main as serve_main
 
+    build_agent(args)  # refused now, in one line, rather than at the first connection
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     return serve_main(
         rest,
-        make_agent=lambda: build_agent(args),
+        make_agent=lambda: build_agent(args, check=False),
         backend=args.backend,
         store=args.store,
         lease_timeout=args.lease_timeout,
@@ -406,10 +505,31 @@ def run_serve(args: argparse.Namespace, rest: list[str]) -> int:
     )
 
 
+def run_login(command: str, rest: list[str]) -> int:
+    from .llm.login import login, logout
+
+    if rest:
+        fail(f"{command} takes no arguments (got {' '.join(rest)})")
+    return login(PROG) if command == "login" else logout(PROG)
+
+
+def _starts_our_server(command: str | None, rest: list[str]) -> bool:
+    """Whether ``chat``/``demo`` starts this package's server (no command, no --url)."""
+    own = rest[: rest.index("--")] if "--" in rest else rest
+    return (
+        command in ("chat", "demo")
+        and "--" not in rest
+        and not any(a == "--url" or a.startswith("--url=") for a in own)
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     global_argv, command, rest = split_argv(argv)
-    parser = build_parser(with_llm=_wants_llm(global_argv))
+    own = rest[: rest.index("--")] if "--" in rest else rest
+    parser = build_parser(with_llm=_wants_llm([*global_argv, *own]))
+    lifted, rest = lift_options(parser, rest)
+    global_argv += lifted
     args = parser.parse_args(global_argv)
     _check_env_choices(parser, args)
     check_configuration(args)
@@ -417,6 +537,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if global_argv:
             fail("options before `conformance` are not used: give them to the agent command")
         return run_conformance(rest)
+    if command in ("login", "logout"):
+        return run_login(command, rest)
+    if _starts_our_server(command, rest) and args.model:
+        build_agent(args)  # a missing key or a dead endpoint: one line here, not in chat
+        if not args.no_check:
+            global_argv.append("--no-check")  # checked once, here
     if command == "chat":
         return run_chat(args, rest, global_argv)
     if command == "demo":

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from .history import STATE_KIND
+
 
 class ClientCapabilities:
     """What the client advertised in ``initialize``, read with the schema's exact encodings.
@@ -91,6 +93,9 @@ def allows_update_kind(capabilities: ClientCapabilities, kind: str) -> bool:
 
 
 def replayable(capabilities: ClientCapabilities, update: Mapping[str, Any]) -> bool:
-    """Whether a recorded ``update`` may be sent to this client on ``session/load``."""
+    """Whether a recorded ``update`` may be sent to this client on ``session/load``
+    (an agent's saved state never is)."""
     kind = update.get("sessionUpdate")
+    if kind == STATE_KIND:
+        return False
     return kind not in GATED_UPDATES or allows_update_kind(capabilities, str(kind))

@@ -6,21 +6,23 @@ permission option and outcome values, and :class:`Terminal` with its exit and ou
 values.
 
 It does not create them or check capabilities: :class:`acp_agent.client.SessionClient`
-does, and sends what they ask through itself.
+does, and gives each handle the one callable it sends through (a tool call its
+``update``, a terminal its ``call``), so this module does not import the client.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from .errors import IllegalTransition
 
-if TYPE_CHECKING:
-    from .client import SessionClient
-
 JSON = dict[str, Any]
+#: sends one ``session/update`` (:meth:`acp_agent.client.SessionClient.update`)
+SendUpdate = Callable[[JSON], Awaitable[None]]
+#: sends one request to the client and returns its result (the connection's ``call``)
+CallClient = Callable[[str, JSON], Awaitable[Any]]
 
 ToolKind = Literal[
     "read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"
@@ -61,17 +63,28 @@ def add_tool_call_fields(
 
 
 class ToolCall:
-    """A tool call announced to the client. Its status only moves forward."""
+    """A tool call announced to the client; its status only moves forward.
 
-    __slots__ = ("_client", "id", "status")
+    Made by :meth:`acp_agent.client.SessionClient.tool_call`. ``pending`` may move to
+    ``in_progress``, ``completed`` or ``failed``; ``in_progress`` to ``completed`` or
+    ``failed``; the two ends are final (:data:`TOOL_TRANSITIONS`). A move the table
+    refuses raises :class:`~acp_agent.errors.IllegalTransition` and sends nothing.
 
-    def __init__(self, client: SessionClient, tool_call_id: str, status: str) -> None:
-        self._client = client
+    Attributes:
+        id: the ``toolCallId`` the client knows it by.
+        status: the last status sent.
+    """
+
+    __slots__ = ("_send", "id", "status")
+
+    def __init__(self, send: SendUpdate, tool_call_id: str, status: str) -> None:
+        self._send = send
         self.id = tool_call_id
         self.status = status
 
     @property
     def finished(self) -> bool:
+        """True once the call is ``completed`` or ``failed``."""
         return self.status in ("completed", "failed")
 
     def _check(self, status: str | None) -> None:
@@ -91,7 +104,15 @@ class ToolCall:
         meta: Mapping[str, Any] | None = None,
         name: str | None = None,
     ) -> None:
-        """Send a ``tool_call_update`` with only the given fields."""
+        """Send a ``tool_call_update`` carrying only the fields given.
+
+        Paths in ``locations`` and in diff ``content`` are made absolute against the
+        session's cwd (see :meth:`acp_agent.client.SessionClient.tool_call`).
+
+        Raises:
+            IllegalTransition: ``status`` may not follow the current one.
+            PathOutsideRoots: a path lies outside the session's directories.
+        """
         self._check(status)
         update: JSON = {"sessionUpdate": "tool_call_update", "toolCallId": self.id}
         if status is not None:
@@ -103,20 +124,26 @@ class ToolCall:
         if kind is not None:
             update["kind"] = kind
         add_tool_call_fields(update, content, locations, raw_input, raw_output, meta)
-        await self._client.update(update)
+        await self._send(update)
         if status is not None:
             self.status = status
 
     async def start(self) -> None:
+        """Move to ``in_progress``."""
         await self.update(status="in_progress")
 
     async def complete(self, content: Sequence[JSON] | None = None, raw_output: Any = None) -> None:
+        """Move to ``completed``, with the tool's output as ``content`` items
+        (:func:`~acp_agent.content.text_content`, :func:`~acp_agent.content.diff_content`,
+        :func:`~acp_agent.content.terminal_content`) and/or ``raw_output``."""
         await self.update(status="completed", content=content, raw_output=raw_output)
 
     async def fail(self, content: Sequence[JSON] | None = None, raw_output: Any = None) -> None:
+        """Move to ``failed``; ``content`` usually says why."""
         await self.update(status="failed", content=content, raw_output=raw_output)
 
     def as_update(self) -> JSON:
+        """The reference to this call that ``session/request_permission`` sends."""
         return {"toolCallId": self.id}
 
 
@@ -125,11 +152,20 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class PermissionOption:
+    """One choice offered in ``session/request_permission``.
+
+    Attributes:
+        option_id: the id the client answers with.
+        name: what the person reads.
+        kind: ``allow_once``, ``allow_always``, ``reject_once`` or ``reject_always``.
+    """
+
     option_id: str
     name: str
     kind: PermissionKind
 
     def to_wire(self) -> JSON:
+        """The option as ACP spells it."""
         return {"optionId": self.option_id, "name": self.name, "kind": self.kind}
 
 
@@ -139,13 +175,20 @@ REJECT_ONCE: Final = PermissionOption("reject_once", "Reject", "reject_once")
 
 @dataclass(frozen=True, slots=True)
 class PermissionOutcome:
-    """The client's answer: an option it selected, or ``cancelled``."""
+    """The client's answer to :meth:`~acp_agent.client.SessionClient.request_permission`.
+
+    Attributes:
+        cancelled: True when the client answered ``cancelled`` (the turn is being
+            cancelled) or named no option that was offered; ``option`` is then None.
+        option: the option the person chose.
+    """
 
     cancelled: bool
     option: PermissionOption | None = None
 
     @property
     def allowed(self) -> bool:
+        """True when the chosen option is an ``allow_*`` kind."""
         return self.option is not None and self.option.kind.startswith("allow")
 
 
@@ -154,11 +197,19 @@ class PermissionOutcome:
 
 @dataclass(frozen=True, slots=True)
 class TerminalExit:
+    """How a terminal's command ended.
+
+    Attributes:
+        exit_code: the exit code, or None when a signal ended it.
+        signal: the signal's name (``"SIGKILL"``), or None.
+    """
+
     exit_code: int | None
     signal: str | None
 
     @classmethod
     def from_wire(cls, data: Any) -> TerminalExit:
+        """Read an ``exitStatus`` object (anything missing or mistyped is None)."""
         data = data if isinstance(data, Mapping) else {}
         code = data.get("exitCode")
         sig = data.get("signal")
@@ -167,31 +218,51 @@ class TerminalExit:
 
 @dataclass(frozen=True, slots=True)
 class TerminalOutput:
+    """What :meth:`Terminal.output` returns.
+
+    Attributes:
+        output: the output captured so far (the client may keep only its tail).
+        truncated: True when the client dropped the beginning to respect the byte limit.
+        exit_status: how the command ended, or None while it still runs.
+    """
+
     output: str
     truncated: bool
     exit_status: TerminalExit | None
 
 
 class Terminal:
-    """A terminal created on the client. Use it through :meth:`SessionClient.terminal`,
-    which releases it on every way out (normal, error, cancellation)."""
+    """A terminal running a command on the client.
 
-    __slots__ = ("_client", "id", "released")
+    Get one from :meth:`acp_agent.client.SessionClient.terminal`, which kills it if it
+    still runs and releases it on every way out (normal, error, cancellation). Embed it
+    in a tool call with :func:`~acp_agent.content.terminal_content` (``terminal.id``)
+    so the person sees its output live.
 
-    def __init__(self, client: SessionClient, terminal_id: str) -> None:
-        self._client = client
+    Attributes:
+        id: the ``terminalId`` the client gave it.
+        released: True once ``terminal/release`` was sent.
+    """
+
+    __slots__ = ("_call", "_session_id", "id", "released")
+
+    def __init__(self, call: CallClient, session_id: str, terminal_id: str) -> None:
+        self._call = call
+        self._session_id = session_id
         self.id = terminal_id
         self.released = False
 
     def _params(self) -> JSON:
-        return {"sessionId": self._client.session_id, "terminalId": self.id}
+        return {"sessionId": self._session_id, "terminalId": self.id}
 
     async def wait_for_exit(self) -> TerminalExit:
-        result = await self._client.outbound.call("terminal/wait_for_exit", self._params())
+        """Wait until the command exits (``terminal/wait_for_exit``); return how it ended."""
+        result = await self._call("terminal/wait_for_exit", self._params())
         return TerminalExit.from_wire(result)
 
     async def output(self) -> TerminalOutput:
-        result = await self._client.outbound.call("terminal/output", self._params())
+        """The output so far, and the exit status if it has ended (``terminal/output``)."""
+        result = await self._call("terminal/output", self._params())
         data = result if isinstance(result, Mapping) else {}
         status = data.get("exitStatus")
         return TerminalOutput(
@@ -201,10 +272,12 @@ class Terminal:
         )
 
     async def kill(self) -> None:
-        await self._client.outbound.call("terminal/kill", self._params())
+        """Kill the command (``terminal/kill``); the terminal stays readable until released."""
+        await self._call("terminal/kill", self._params())
 
     async def release(self) -> None:
+        """Kill the command if it runs and free the terminal (``terminal/release``); once."""
         if self.released:
             return
         self.released = True
-        await self._client.outbound.call("terminal/release", self._params())
+        await self._call("terminal/release", self._params())

@@ -85,7 +85,7 @@ log = logging.getLogger("acp_agent.connection")
 FINISH_GRACE: Final = 0.2  # seconds in-flight handlers get to finish after EOF
 SHUTDOWN_GRACE: Final = 0.5  # seconds cancelled handlers get to answer on shutdown
 FLUSH_GRACE: Final = 1.0  # seconds the last writes may take
-WRITE_BUFFER: Final = 16  # frames waiting for the writer before senders wait
+WRITE_BUFFER: Final = 64  # frames waiting for the writer before senders wait
 JOIN_LIMIT: Final = 1 << 20  # waiting frames are joined into one write up to this size
 
 _CANCELLED: Final = (False, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
@@ -312,10 +312,13 @@ class AgentSession:
         started = trace.now() if trace is not None else 0.0
         try:
             await self._write(method, frame)
-            with anyio.move_on_after(timeout):
+            if timeout is None:
                 await reply.settled.wait()
-            if timeout is not None and not reply.settled.is_set():
-                raise CallTimeout(method, timeout)
+            else:
+                with anyio.move_on_after(timeout):
+                    await reply.settled.wait()
+                if not reply.settled.is_set():
+                    raise CallTimeout(method, timeout)
         except BaseException as exc:
             if not reply.settled.is_set():
                 await self._abandon(request_id)

@@ -15,10 +15,12 @@ JSON = dict[str, Any]
 
 
 def text_block(text: str) -> JSON:
+    """A text content block: ``{"type": "text", "text": text}``."""
     return {"type": "text", "text": text}
 
 
 def as_block(content: str | Mapping[str, Any]) -> JSON:
+    """``content`` as a content block: a string becomes a text block, a mapping is copied."""
     return text_block(content) if isinstance(content, str) else dict(content)
 
 
@@ -39,6 +41,9 @@ def text_content(text: str) -> JSON:
 
 
 def diff_content(path: str, new_text: str, old_text: str | None = None) -> JSON:
+    """A tool-call content item showing a file edit: ``path`` now holds ``new_text``
+    (``old_text`` is what it held; None for a new file). A relative ``path`` is made
+    absolute against the session's cwd when the tool call is sent."""
     item: JSON = {"type": "diff", "path": path, "newText": new_text}
     if old_text is not None:
         item["oldText"] = old_text
@@ -46,4 +51,6 @@ def diff_content(path: str, new_text: str, old_text: str | None = None) -> JSON:
 
 
 def terminal_content(terminal_id: str) -> JSON:
+    """A tool-call content item embedding a terminal (``terminal.id``): the client shows
+    its output live."""
     return {"type": "terminal", "terminalId": terminal_id}

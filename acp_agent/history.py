@@ -26,7 +26,13 @@ STOP_REASONS: Final = frozenset(
     {"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"}
 )
 
+#: what the store records as the end of a turn answered with an error (not a stop
+#: reason: on load such a turn is an interrupted one)
+FAILED_TURN: Final = "error"
+
 USER_KIND: Final = "user_message_chunk"
+#: the history event holding the state an agent saved in a turn (never sent or replayed)
+STATE_KIND: Final = "_acp_agent_state"
 
 
 class TurnSink(Protocol):
@@ -64,7 +70,16 @@ class TurnLog:
     decodes them on access.
     """
 
-    __slots__ = ("_chunks", "_count", "_first", "_tail", "interrupted", "stop_reason", "turn_id")
+    __slots__ = (
+        "_chunks",
+        "_count",
+        "_first",
+        "_tail",
+        "interrupted",
+        "state",
+        "stop_reason",
+        "turn_id",
+    )
 
     def __init__(
         self,
@@ -80,6 +95,8 @@ class TurnLog:
         self._first: str | None = None
         self.stop_reason = stop_reason
         self.interrupted = interrupted
+        #: the last state the agent saved in this turn (a ``STATE_KIND`` event), or None
+        self.state: Any = None
         for event in events:
             self.append(event)
 
@@ -106,9 +123,11 @@ class TurnLog:
         Returns the JSON text kept, or for a large event the :class:`PackedJson` kept.
         """
         data = orjson.dumps(event) if encoded is None else encoded
+        kind = event.get("sessionUpdate")
         if self._count == 0:
-            kind = event.get("sessionUpdate")
             self._first = kind if isinstance(kind, str) else None
+        elif kind == STATE_KIND:
+            self.state = event.get("state")
         self._count += 1
         if len(data) > BIG_EVENT:
             # a large event (a pasted file, a big tool output): packed on its own,
@@ -245,6 +264,11 @@ class History:
     @property
     def current(self) -> TurnHandle | None:
         return self._open
+
+    def states(self) -> list[Any]:
+        """The state each turn saved (``PromptTurn.save_state``), oldest first; turns
+        that saved none are left out."""
+        return [turn.state for turn in self.turns if turn.state is not None]
 
     def events(self) -> list[JSON]:
         """Every event of every turn, in order (what ``session/load`` replays)."""

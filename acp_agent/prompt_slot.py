@@ -42,33 +42,45 @@ class SlotEvent(enum.Enum):
     SHUTDOWN = "shutdown"  # the connection ends (end of input, a signal, a dropped client)
 
 
-# The whole rule set. A missing (state, event) pair is an IllegalTransition.
-# Events that find the slot in a state where they do nothing map to that state.
+# The whole rule set, state by state: event -> next state. A missing (state, event) pair
+# is an IllegalTransition. Events that find the slot in a state where they do nothing map
+# to that state: a cancel with nothing running; in an idle slot with a line, a queue or a
+# leave (its first was woken and is about to start; others line up behind); after a
+# close, an end (a turn unwinding) or a leave (the line is sent away). A cancel or a
+# timeout clears an active slot at once.
+_S, _E = SlotState, SlotEvent
+_RULES: Final = {
+    _S.IDLE: {
+        _E.START: _S.ACTIVE,
+        _E.CANCEL: _S.IDLE,
+        _E.QUEUE: _S.IDLE,
+        _E.LEAVE: _S.IDLE,
+        _E.CLOSE: _S.CLOSED,
+        _E.SHUTDOWN: _S.CLOSED,
+    },
+    _S.ACTIVE: {
+        _E.QUEUE: _S.ACTIVE,
+        _E.LEAVE: _S.ACTIVE,
+        _E.END: _S.IDLE,
+        _E.CANCEL: _S.IDLE,
+        _E.TIMEOUT: _S.IDLE,
+        _E.CLOSE: _S.CLOSED,
+        _E.SHUTDOWN: _S.CLOSED,
+    },
+    _S.CLOSED: {
+        _E.CANCEL: _S.CLOSED,
+        _E.CLOSE: _S.CLOSED,
+        _E.SHUTDOWN: _S.CLOSED,
+        _E.END: _S.CLOSED,
+        _E.LEAVE: _S.CLOSED,
+    },
+    # Left out on purpose: (IDLE, END), (IDLE, TIMEOUT), (CLOSED, TIMEOUT): a turn that
+    # no longer holds the slot ends or times out through end_if_current / time_out, which
+    # leave it alone. (ACTIVE, START), (CLOSED, START): refused by try_start before the
+    # table is consulted. (CLOSED, QUEUE): refused by enqueue.
+}
 SLOT_TABLE: Final[Mapping[tuple[SlotState, SlotEvent], SlotState]] = {
-    (SlotState.IDLE, SlotEvent.START): SlotState.ACTIVE,
-    (SlotState.IDLE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel with nothing running: no-op
-    (SlotState.IDLE, SlotEvent.CLOSE): SlotState.CLOSED,
-    # idle with a line: its first was woken and is about to start; others line up behind
-    (SlotState.IDLE, SlotEvent.QUEUE): SlotState.IDLE,
-    (SlotState.IDLE, SlotEvent.LEAVE): SlotState.IDLE,
-    (SlotState.ACTIVE, SlotEvent.QUEUE): SlotState.ACTIVE,
-    (SlotState.ACTIVE, SlotEvent.LEAVE): SlotState.ACTIVE,
-    (SlotState.ACTIVE, SlotEvent.END): SlotState.IDLE,
-    (SlotState.ACTIVE, SlotEvent.CANCEL): SlotState.IDLE,  # cancel clears the slot at once
-    (SlotState.ACTIVE, SlotEvent.TIMEOUT): SlotState.IDLE,  # so does a timeout
-    (SlotState.ACTIVE, SlotEvent.CLOSE): SlotState.CLOSED,
-    (SlotState.IDLE, SlotEvent.SHUTDOWN): SlotState.CLOSED,
-    (SlotState.ACTIVE, SlotEvent.SHUTDOWN): SlotState.CLOSED,
-    (SlotState.CLOSED, SlotEvent.CANCEL): SlotState.CLOSED,
-    (SlotState.CLOSED, SlotEvent.CLOSE): SlotState.CLOSED,
-    (SlotState.CLOSED, SlotEvent.SHUTDOWN): SlotState.CLOSED,
-    (SlotState.CLOSED, SlotEvent.END): SlotState.CLOSED,  # a turn unwinding after close
-    (SlotState.CLOSED, SlotEvent.LEAVE): SlotState.CLOSED,  # the line is sent away on close
-    # (IDLE, END), (IDLE, TIMEOUT), (CLOSED, TIMEOUT): a turn that no longer holds the
-    # slot ends or times out through end_if_current / time_out, which leave it alone.
-    # (ACTIVE, START): refused by try_start before the table is consulted.
-    # (CLOSED, START): refused by try_start.
-    # (CLOSED, QUEUE): refused by enqueue.
+    (state, event): after for state, row in _RULES.items() for event, after in row.items()
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shlex
 import signal
 import sys
 from collections.abc import Callable
@@ -23,6 +24,7 @@ import anyio
 from ._loop import Backend, run
 from .agent import Agent
 from .options import ServerOptions
+from .preflight import waiting_note
 from .server import AcpServer
 from .store import SessionStore, StoreFailed, open_store
 from .transport import StdioTransport, reserve_stdout
@@ -105,13 +107,18 @@ def run_agent(
     *,
     backend: Backend = "auto",
     prog: str | None = None,
+    hint: bool = True,
     store: SessionStore | str | None = None,
     lease_timeout: float | None = None,
     options: ServerOptions | None = None,
 ) -> int:
     """Serve ``agent`` over this process's stdin/stdout; returns the exit code: 0, or 2
     after one line on stderr (``prog: ...``, ``prog`` defaulting to the agent's name)
-    when the session store cannot be used."""
+    when the session store cannot be used. Started in a terminal (and ``hint``), it says
+    on stderr what it waits for."""
+    if hint and sys.stdin.isatty():
+        chat = "acp-agent-kit chat -- " + shlex.join(sys.orig_argv)
+        print(waiting_note(prog or agent.name, chat), file=sys.stderr, flush=True)
     reservation = reserve_stdout()
     serve = functools.partial(serve_stdio, agent, store=store, options=options)
     try:

@@ -5,7 +5,8 @@ peer on :mod:`acp_agent.jsonrpc` and a subprocess transport), :mod:`.workspace`
 (files and terminals served to the agent, confined to one directory),
 :mod:`.client` (the client side of ACP, for any agent command), :mod:`.render`
 (rich output), :mod:`.lines` (reading the person's input), :mod:`.app` (the
-interactive chat) and :mod:`.demo` (a scripted, checked session).
+interactive chat), :mod:`.command` (chat's command line) and :mod:`.demo` (a
+scripted, checked session).
 
 Nothing here is imported by the server: ``acp-agent-kit`` loads it only for ``chat`` and
 ``demo``.

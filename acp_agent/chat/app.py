@@ -13,19 +13,25 @@ piped stdin the chat reads prompts line by line so it can be scripted; questions
 then never read from stdin: ``--auto-approve`` allows, otherwise they are rejected
 with a line saying so (``--allow-terminals`` lets terminal commands run).
 
-Local commands (not sent to the agent) are listed at start and by ``/?``.
+Local commands (not sent to the agent) are listed at start and by ``/?``: ``/mode`` and
+``/model`` show or pick the session's mode and model. ``--resume``/``--load`` open a
+stored session instead of a new one; ``-p PROMPT`` runs one turn for a script, its
+answer on stdout (``--format json``: the stop reason, the text and every update).
+
+A permission the agent asks is the question; chat asks its own "run it?" only for a
+terminal the agent starts without having asked. A terminal's output is shown as the
+command writes it. After Ctrl-C, only a short tail of the cancelled turn is shown.
 
 Whatever ends the chat (the person, an error, SIGTERM or SIGHUP), the agent's process
 group is stopped.
 
-Exit codes: 0 when the chat ends normally, 1 when the agent fails or exits, 2 for a
-usage error.
+Exit codes: 0 when the chat ends normally, 1 when the agent fails or exits (with ``-p``:
+when the turn did not end ``end_turn``), 2 for a usage error.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
+import json
 import shlex
 import signal
 import sys
@@ -36,78 +42,20 @@ import anyio
 from rich.console import Console
 from rich.text import Text
 
-from acp_agent._loop import Backend, run
-from acp_agent.errors import AcpError, ConnectionClosed, RequestError
-from acp_agent.transport.remote import read_token
+from acp_agent.errors import ConnectionClosed, RequestError
 
-from .client import AcpClient, default_agent_command, open_client
+from .client import AcpClient, open_client
 from .lines import LineReader
 from .render import Renderer
 
 LOCAL_COMMANDS = {
     "/?": "list the chat's own commands and keys",
     "/mode": "show or set the session mode: /mode [ID]",
+    "/model": "show or pick the session's model: /model [NAME]",
     "/stderr": "show the agent's stderr",
     "/quit": "leave the chat",
 }
 KEYS = "Tab completes a command; Ctrl-C cancels the running turn (twice: quits); Ctrl-D quits"
-USAGE = (
-    "acp-agent-kit [OPTIONS] chat [-h] [--auto-approve | --auto-reject] [--allow-terminals]\n"
-    "                          [--cwd DIR] [--init-timeout SECONDS] [-- AGENT_COMMAND...]"
-)
-EXIT_USAGE = 2
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="acp-agent-kit chat",
-        usage=USAGE,
-        description="Talk to an ACP agent from the terminal. The agent command comes after "
-        "`--` (default: this package's own server, given the OPTIONS before `chat`). "
-        "Local commands: "
-        + "; ".join(f"{k}: {v}" for k, v in LOCAL_COMMANDS.items())
-        + f". {KEYS}. With a piped stdin, questions are answered by --auto-approve or "
-        "rejected.",
-    )
-    answer = parser.add_mutually_exclusive_group()
-    answer.add_argument(
-        "--auto-approve",
-        action="store_true",
-        help="allow every permission request and terminal command without asking",
-    )
-    answer.add_argument(
-        "--auto-reject", action="store_true", help="reject every permission request"
-    )
-    parser.add_argument(
-        "--allow-terminals",
-        action="store_true",
-        help="run the agent's terminal commands without asking",
-    )
-    parser.add_argument(
-        "--cwd",
-        default=os.getcwd(),
-        help="the session's working directory; files and terminals are confined to it "
-        "(default: the current directory)",
-    )
-    parser.add_argument(
-        "--url",
-        help="talk to the agent served at this URL (ws://HOST:PORT/acp or http://...) "
-        "instead of starting one",
-    )
-    parser.add_argument(
-        "--token-file",
-        metavar="PATH",
-        help="with --url: send the token in this file (a bare token, or the first "
-        "`<principal> <token>` line)",
-    )
-    parser.add_argument(
-        "--init-timeout",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="give up when the agent has not answered initialize by then (default 30)",
-    )
-    return parser
 
 
 class ChatApp:
@@ -139,11 +87,19 @@ class ChatApp:
         self.interrupts = 0
         self.quit_scope: anyio.CancelScope | None = None
         self.url: str | None = None  # talk to a remote agent instead of the command
+        self.ca_file: str | None = None  # with an https:// or wss:// url: whom to trust
         self.token: str | None = None
+        self.open_session: tuple[str, str] | None = None  # ("resume"|"load", session id)
+        self.one_shot: str | None = None  # -p: this prompt, then exit
+        self.output_format = "text"
+        self.updates: list[dict[str, Any]] = []  # -p: what the turn streamed
+        self.approved_runs = 0  # commands the person allowed in a permission question
 
     # -- the Observer interface ----------------------------------------------------------
 
     def update(self, session_id: str, update: dict[str, Any]) -> None:
+        if self.one_shot is not None:
+            self.updates.append(update)
         self.renderer.update(session_id, update)
 
     def notice(self, method: str, params: dict[str, Any]) -> None:
@@ -160,6 +116,7 @@ class ChatApp:
             for option in options:
                 if str(option.get("kind", "")).startswith(wanted):
                     self.renderer.info(f"permission for {title}: {option.get('name')} ({why})")
+                    self._approved(tool, option)
                     return {"outcome": "selected", "optionId": option["optionId"]}
             self.renderer.info(f"permission for {title}: cancelled ({why})")
             return {"outcome": "cancelled"}
@@ -173,14 +130,27 @@ class ChatApp:
                 return {"outcome": "cancelled"}
             chosen = pick_option(options, answer)
             if chosen is not None:
+                self._approved(tool, chosen)
                 return {"outcome": "selected", "optionId": chosen["optionId"]}
             self.renderer.error(f"not an option: {answer!r}")
+
+    def _approved(self, tool: dict[str, Any], option: dict[str, Any]) -> None:
+        """The person allowed a tool call: a command it runs next is not asked again."""
+        call_id = str(tool.get("toolCallId", ""))
+        kind = tool.get("kind") or self.renderer.tool_kinds.get(call_id)
+        if kind == "execute" and option.get("kind") == "allow_always":
+            self.allow_terminals = True  # the agent will not ask again: neither does chat
+        elif kind == "execute" and str(option.get("kind", "")).startswith("allow"):
+            self.approved_runs += 1
 
     async def allow_terminal(self, params: dict[str, Any]) -> bool:
         args = params.get("args") if isinstance(params.get("args"), list) else []
         command = shlex.join([str(params.get("command")), *map(str, args or [])])
         where = params.get("cwd") or self.cwd
         if self.allow_terminals:
+            return True
+        if self.approved_runs:  # the agent asked, the person allowed: asked once only
+            self.approved_runs -= 1
             return True
         if self.approve is False or not self.interactive:
             why = "--auto-reject" if self.approve is False else PIPED
@@ -209,10 +179,11 @@ class ChatApp:
     async def run(self) -> int:
         try:
             async with open_client(
-                self.command, self.cwd, self, url=self.url, token=self.token
+                self.command, self.cwd, self, url=self.url, token=self.token, ca_file=self.ca_file
             ) as client:
                 self.client = client
                 self.renderer.terminal_lookup = client.workspace.terminal_output
+                client.workspace.on_output = self.renderer.terminal_output
                 self.renderer.file_text = client.workspace.existing_text
                 self.quit_scope = anyio.CancelScope()
                 with self.quit_scope:
@@ -227,6 +198,14 @@ class ChatApp:
         except ConnectionClosed as exc:
             self.renderer.error(f"{self._program()}: {exc}")
             self._show_stderr(tail=20)
+            return 1
+        except Exception as exc:
+            leaf = _leaf(exc)
+            if not _is_broken_connection(leaf):
+                raise
+            # a remote agent's connection broke under the HTTP/WebSocket library (which
+            # may wrap it in exception groups): one line, not their tracebacks
+            self.renderer.error(f"{self._program()}: the connection broke ({_words(leaf)})")
             return 1
         finally:
             self.reader.restore_terminal()
@@ -253,15 +232,20 @@ class ChatApp:
                 f"{program} did not answer initialize within {self.init_timeout:g} s: "
                 "is it an ACP agent?"
             )
+            await client.agent.stop(grace=0)  # it is not listening: no point waiting
         except RequestError as exc:
             self.renderer.error(
                 f"{program} did not answer as an ACP agent (initialize: {exc.code} {exc.message})"
             )
-        except ConnectionClosed:
+        except ConnectionClosed as exc:
+            why = client.connection.close_reason
             self.renderer.error(
-                f"{program} {await self._gone(client)} without answering initialize: it is "
-                "not an ACP agent, or it failed to start"
+                f"{program} {why}"
+                if why
+                else f"{program} {await self._gone(client)} without answering initialize: it "
+                "is not an ACP agent, or it failed to start"
             )
+            del exc
         if self.client is not None and self.client.agent.stderr_lines:
             self._show_stderr(tail=20)
         return None
@@ -282,17 +266,27 @@ class ChatApp:
             f"{agent.get('version', '')} (protocol {info.get('protocolVersion')})"
         )
         try:
-            session = await client.new_session(self.cwd)
+            session = await self._open(client)
         except (RequestError, ConnectionClosed) as exc:
-            self.renderer.error(f"the agent did not start a session: {exc}")
+            self.renderer.error(f"the agent did not open the session: {exc}")
+            if isinstance(exc, RequestError) and exc.code == AUTH_REQUIRED:
+                self._show_auth_methods(info)
             self._show_stderr(tail=20)
             return 1
-        self.session_id = str(session.get("sessionId"))
+        self.session_id = str(session.get("sessionId") or self.session_id)
+        self.renderer.config(session.get("configOptions"))
         modes = session.get("modes") or {}
         if modes:
             self.renderer.mode = modes.get("currentModeId")
             ids = ", ".join(m.get("id", "?") for m in modes.get("availableModes", []))
             self.renderer.info(f"mode: {self.renderer.mode} (available: {ids})")
+        model = self.renderer.config_options.get("model")
+        if model is not None:
+            about = f" ({model['description']})" if model.get("description") else ""
+            self.renderer.info(f"model: {model.get('currentValue')}{about}")
+        if self.one_shot is not None:
+            return await self._one_shot(client, self.one_shot)
+        self.renderer.info(f"session {self.session_id}")
         self._show_help()
         while True:
             line = await self._ask("> ")
@@ -311,18 +305,64 @@ class ChatApp:
                 if not await self._local(client, text):
                     return 0
                 continue
-            if not await self._turn(client, line):
+            if await self._turn(client, line) is None:
                 return 1
 
+    def _show_auth_methods(self, info: dict[str, Any]) -> None:
+        """How the agent says one logs in (``authMethods`` of its initialize answer)."""
+        for method in info.get("authMethods") or []:
+            if not isinstance(method, dict):
+                continue
+            how = str(method.get("name") or method.get("id"))
+            if method.get("type") == "terminal":
+                how += f" (run the agent with: {shlex.join(map(str, method.get('args') or []))})"
+            about = f": {method['description']}" if method.get("description") else ""
+            self.renderer.info(f"  to log in: {how}{about}")
+
+    async def _open(self, client: AcpClient) -> dict[str, Any]:
+        """A new session, or the stored one of ``--resume``/``--load``."""
+        if self.open_session is None:
+            return await client.new_session(self.cwd)
+        how, session_id = self.open_session
+        self.session_id = session_id
+        self.renderer.info(f"{'loading' if how == 'load' else 'resuming'} session {session_id}")
+        return await client.open_session(how, session_id, self.cwd)
+
+    async def _one_shot(self, client: AcpClient, prompt: str) -> int:
+        """``-p``: one turn; its answer on stdout; 0 when it ended normally."""
+        self.updates.clear()  # what --load replayed is not this turn's
+        if self.output_format == "text":
+            self.renderer.answer = write_out
+        stop = await self._turn(client, prompt)
+        text = "".join(
+            str((u.get("content") or {}).get("text", ""))
+            for u in self.updates
+            if u.get("sessionUpdate") == "agent_message_chunk"
+        )
+        if self.output_format == "json":
+            document = {
+                "sessionId": self.session_id,
+                "stopReason": stop,
+                "text": text,
+                "updates": self.updates,
+            }
+            sys.stdout.write(json.dumps(document) + "\n")
+        elif text and not text.endswith("\n"):
+            sys.stdout.write("\n")
+        sys.stdout.flush()
+        return 0 if stop == "end_turn" else 1
+
     def _show_help(self) -> None:
+        ask = "/help asks the agent for its commands; " if "help" in self.renderer.commands else ""
         self.renderer.info(
-            "type a prompt (/help asks the agent for its commands); chat commands: "
-            + ", ".join(LOCAL_COMMANDS)
+            f"type a prompt ({ask}Tab completes); chat commands: " + ", ".join(LOCAL_COMMANDS)
         )
 
-    async def _turn(self, client: AcpClient, text: str) -> bool:
-        """Run one turn; False when the agent is gone."""
-        self.in_turn, self.cancelling = True, False
+    async def _turn(self, client: AcpClient, text: str) -> str | None:
+        """Run one turn; its stop reason (``error`` for an error answer), None when the
+        agent is gone."""
+        self.in_turn, self.cancelling, self.approved_runs = True, False, 0
+        stop: str | None = "error"
         async with anyio.create_task_group() as tg:
             if self.interactive:
                 tg.start_soon(self._show_progress)
@@ -334,12 +374,13 @@ class ChatApp:
             except ConnectionClosed:
                 self.renderer.error(f"{self._program()} {await self._gone(client)} during the turn")
                 self._show_stderr(tail=20)
-                return False
+                stop = None
             finally:
                 tg.cancel_scope.cancel()
                 self.in_turn = False
+                self.renderer.tail = None
                 self.renderer.clear_status()
-        return True
+        return stop
 
     async def _show_progress(self) -> None:
         """A status line with the turn's elapsed time, while the turn runs."""
@@ -366,12 +407,40 @@ class ChatApp:
                     await client.set_mode(self.session_id, arg.strip())
                 except RequestError as exc:
                     self.renderer.error(f"error {exc.code}: {exc.message}")
+            elif self.renderer.mode is None:
+                self.renderer.info("this agent has no modes")
             else:
                 self.renderer.info(f"mode: {self.renderer.mode}")
+        elif name == "/model":
+            await self._model(client, arg.strip())
         return True
+
+    async def _model(self, client: AcpClient, name: str) -> None:
+        """``/model``: the model config option, shown or set."""
+        option = self.renderer.config_options.get("model")
+        if option is None:
+            self.renderer.info("this agent offers no choice of model")
+            return
+        values = [str(o.get("value")) for o in option.get("options") or [] if isinstance(o, dict)]
+        if not name:
+            current = option.get("currentValue")
+            listed = ", ".join(f"*{v}" if v == current else v for v in values)
+            self.renderer.info(f"model: {current} (available: {listed})")
+            return
+        try:
+            options = await client.set_config_option(self.session_id, "model", name)
+        except RequestError as exc:
+            self.renderer.error(f"error {exc.code}: {exc.message}")
+            return
+        self.renderer.config(options)
+        self.renderer.info(f"model: {self.renderer.config_options['model'].get('currentValue')}")
 
     def _show_stderr(self, tail: int | None = None) -> None:
         if self.client is None:
+            return
+        if self.url:  # a remote agent's stderr is on its own host
+            if tail is None:
+                self.renderer.info(f"the agent at {self.url} writes its stderr on its host")
             return
         lines = list(self.client.agent.stderr_lines)
         if tail is not None:
@@ -393,6 +462,8 @@ class ChatApp:
                     return
                 if self.in_turn and not self.cancelling and self.client is not None:
                     self.cancelling = True
+                    self.interrupts = 1  # the next Ctrl-C quits, even once the cancel is done
+                    self.renderer.cancelling()
                     self.renderer.info("cancelling the turn (Ctrl-C again to quit)")
                     await self.client.cancel(self.session_id)
                     continue
@@ -408,6 +479,28 @@ class ChatApp:
 
 
 PIPED = "stdin is not a terminal; --auto-approve allows"
+AUTH_REQUIRED = -32000
+
+#: the modules whose errors mean that a remote connection broke
+NETWORK_MODULES = ("httpx", "httpcore", "httpx_ws", "wsproto", "h11", "anyio")
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first exception inside (nested) exception groups."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
+def _is_broken_connection(exc: BaseException) -> bool:
+    if isinstance(exc, (OSError, ConnectionClosed, anyio.BrokenResourceError)):
+        return True
+    return type(exc).__module__.split(".")[0] in NETWORK_MODULES
+
+
+def _words(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
 
 
 def pick_option(options: Sequence[dict[str, Any]], answer: str) -> dict[str, Any] | None:
@@ -427,54 +520,7 @@ def pick_option(options: Sequence[dict[str, Any]], answer: str) -> dict[str, Any
     return None
 
 
-def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``(own options, agent command)`` split at the first ``--``."""
-    argv = list(argv)
-    if "--" in argv:
-        i = argv.index("--")
-        return argv[:i], argv[i + 1 :]
-    return argv, []
-
-
-def main(
-    argv: Sequence[str], *, backend: Backend = "auto", agent_options: Sequence[str] = ()
-) -> int:
-    own, command = split_command(argv)
-    args = build_parser().parse_args(own)
-    if command and agent_options:
-        print(
-            f"acp-agent-kit chat: {' '.join(agent_options)}: options before `chat` configure "
-            "the server it starts; give them to the agent command after `--`",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    cwd = os.path.realpath(args.cwd)
-    if not os.path.isdir(cwd):
-        print(f"acp-agent-kit chat: --cwd {args.cwd!r} is not a directory", file=sys.stderr)
-        return EXIT_USAGE
-    if not args.init_timeout > 0:
-        print("acp-agent-kit chat: --init-timeout must be positive", file=sys.stderr)
-        return EXIT_USAGE
-    approve = True if args.auto_approve else False if args.auto_reject else None
-    if args.url and command:
-        print("acp-agent-kit chat: give --url or an agent command, not both", file=sys.stderr)
-        return 2
-    try:
-        token = read_token(args.token_file) if args.token_file else None
-    except ValueError as exc:
-        print(f"acp-agent-kit chat: {exc}", file=sys.stderr)
-        return 2
-    app = ChatApp(
-        command or [*default_agent_command(), *agent_options],
-        cwd,
-        approve=approve,
-        console=Console(highlight=False, soft_wrap=True),
-        allow_terminals=args.allow_terminals,
-        init_timeout=args.init_timeout,
-    )
-    app.url, app.token = args.url, token
-    try:
-        return int(run(app.run, backend=backend))
-    except AcpError as exc:
-        print(f"acp-agent-kit chat: {exc}", file=sys.stderr)
-        return 1
+def write_out(text: str) -> None:
+    """The answer's text, on stdout as it streams (``-p``)."""
+    sys.stdout.write(text)
+    sys.stdout.flush()

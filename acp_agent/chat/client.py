@@ -35,6 +35,7 @@ from .workspace import Workspace
 CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": True, "writeTextFile": True},
     "terminal": True,
+    "auth": {"terminal": True},  # shown, for the person to run (see app.py)
     # ACP 1.25: live notices and context compactions are shown (see render.py)
     "session": {"notices": {}, "compaction": {}},
 }
@@ -175,6 +176,22 @@ class AcpClient:
             scope.cancel()
         await self.connection.notify("session/cancel", {"sessionId": session_id})
 
+    async def open_session(self, how: str, session_id: str, cwd: str) -> dict[str, Any]:
+        """``session/load`` (``how`` = ``load``: the history is replayed as updates) or
+        ``session/resume`` of a stored session."""
+        result = await self.connection.call(
+            f"session/{how}", {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+        )
+        return result if isinstance(result, dict) else {}
+
+    async def set_config_option(self, session_id: str, config_id: str, value: str) -> Any:
+        """``session/set_config_option``; the session's config options after it."""
+        result = await self.connection.call(
+            "session/set_config_option",
+            {"sessionId": session_id, "configId": config_id, "value": value},
+        )
+        return result.get("configOptions") if isinstance(result, dict) else None
+
     async def set_mode(self, session_id: str, mode_id: str) -> None:
         await self.connection.call("session/set_mode", {"sessionId": session_id, "modeId": mode_id})
 
@@ -193,7 +210,7 @@ class RemoteAgent:
     async def exit_code(self) -> int | None:
         return None  # a remote agent has no exit code: its connection ended
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = 0) -> None:
         await self.transport.aclose()
 
 
@@ -205,11 +222,13 @@ async def open_client(
     *,
     url: str | None = None,
     token: str | None = None,
+    ca_file: str | None = None,
 ) -> AsyncIterator[AcpClient]:
-    """Start ``command`` (or reach the agent at ``url``, ws:// or http://) and connect to
-    it; on exit stop the agent (or end the connection) and every terminal."""
+    """Start ``command`` (or reach the agent at ``url``: ws://, wss://, http:// or
+    https://, trusting ``ca_file`` if given) and connect to it; on exit stop the agent
+    (or end the connection) and every terminal."""
     if url is not None:
-        async with open_remote(url, token=token) as transport:
+        async with open_remote(url, token=token, ca_file=ca_file) as transport:
             remote: Any = RemoteAgent(transport, url)
             async with _connected(remote, cwd, observer) as client:
                 yield client

@@ -48,6 +48,9 @@ from acp_agent.transport import Transport
 
 log = logging.getLogger("acp_agent.chat")
 
+#: lines that are not JSON-RPC, before any that is, after which the program is not an agent
+MAX_INVALID_FRAMES = 5
+
 
 class ClientHandlers(Protocol):
     """What the client does with what the agent sends."""
@@ -67,6 +70,10 @@ class ClientConnection:
         self._handlers = handlers
         self._peer: Peer[Reply, anyio.CancelScope] = Peer(lambda _: anyio.CancelScope())
         self._closed = False
+        self._valid_frames = 0
+        self._invalid_frames = 0
+        #: why the connection was ended from this side (None: the agent ended it)
+        self.close_reason: str | None = None
 
     @property
     def closed(self) -> bool:
@@ -80,7 +87,7 @@ class ClientConnection:
                 tg.cancel_scope.cancel()
         finally:
             self._closed = True
-            self._peer.close("the agent closed the connection")
+            self._peer.close(self.close_reason or "the agent closed the connection")
 
     async def _receive_loop(self, tg: anyio.abc.TaskGroup) -> None:
         while True:
@@ -90,8 +97,20 @@ class ClientConnection:
                 return
             for event in self._peer.receive_data(data):
                 self._on_event(event, tg)
+            if not self._valid_frames and self._invalid_frames >= MAX_INVALID_FRAMES:
+                self.close_reason = (
+                    f"wrote {self._invalid_frames} lines that are not JSON-RPC before any "
+                    "that is: it is not an ACP agent"
+                )
+                return
 
     def _on_event(self, event: Event[anyio.CancelScope], tg: anyio.abc.TaskGroup) -> None:
+        if isinstance(event, (Invalid, OversizedLine)):
+            self._invalid_frames += 1
+            if self._invalid_frames > MAX_INVALID_FRAMES and not self._valid_frames:
+                return  # the verdict comes; the warnings would only bury it
+        else:
+            self._valid_frames += 1
         if isinstance(event, Notification):
             try:
                 self._handlers.notification(event.method, event.params)

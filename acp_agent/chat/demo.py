@@ -30,8 +30,8 @@ from rich.text import Text
 from acp_agent._loop import Backend, run
 from acp_agent.errors import AcpError, ConnectionClosed, RequestError
 
-from .app import split_command
 from .client import AcpClient, open_client
+from .command import split_command
 from .render import Renderer
 
 Update = dict[str, Any]

@@ -37,6 +37,14 @@ STATUS_STYLE = {
 STATUS_MARK = {"pending": "○", "in_progress": "◐", "completed": "●", "failed": "✗"}
 PLAN_MARK = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 NOTICE_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
+#: characters of a cancelled turn's stream still shown after Ctrl-C
+CANCELLED_TAIL = 400
+TERMINAL_PREFIX = "  │ "
+
+
+def indented(text: str, prefix: str = "  ") -> str:
+    """``text`` with every line indented, not only its first."""
+    return "\n".join(prefix + line for line in text.split("\n"))
 
 
 class Renderer:
@@ -57,8 +65,15 @@ class Renderer:
         self.commands: dict[str, dict[str, Any]] = {}
         self.mode: str | None = None
         self.tool_titles: dict[str, str] = {}
+        self.tool_kinds: dict[str, str] = {}
+        self.config_options: dict[str, dict[str, Any]] = {}
         self._tool_terminals: dict[str, list[str]] = {}
+        self._live_terminals: set[str] = set()  # terminals whose output was shown live
         self._streaming: str | None = None  # the chunk kind whose line is still open
+        #: -p: the agent's message text goes here, raw, instead of the console
+        self.answer: Callable[[str], None] | None = None
+        #: after Ctrl-C, characters of the cancelled stream still shown (None: all)
+        self.tail: int | None = None
 
     # -- plumbing ------------------------------------------------------------------
 
@@ -124,7 +139,18 @@ class Renderer:
         if handler is not None:
             handler(update)
 
+    def cancelling(self) -> None:
+        """The person cancelled the turn: show only a short tail of what still streams."""
+        self.tail = CANCELLED_TAIL
+
     def _stream(self, kind: str, text: str, style: str | None, prefix: str = "") -> None:
+        if self.tail is not None:
+            if self.tail <= 0:
+                return
+            text = text[: self.tail]
+            self.tail -= len(text)
+            if self.tail <= 0:
+                text += " …(the rest of the cancelled turn is not shown)\n"
         self._clear()
         if self._streaming != kind:
             self.end_line()
@@ -145,6 +171,9 @@ class Renderer:
         return f"[{content.get('type')}]"
 
     def _on_agent_message_chunk(self, update: dict[str, Any]) -> None:
+        if self.answer is not None:
+            self.answer(self._content_text(update))
+            return
         self._stream("message", self._content_text(update), None)
 
     def _on_agent_thought_chunk(self, update: dict[str, Any]) -> None:
@@ -176,15 +205,21 @@ class Renderer:
         self.mode = str(update.get("currentModeId"))
         self.info(f"mode: {self.mode}")
 
+    def config(self, options: Any) -> None:
+        """Keep the session's config options (from a session response or an update)."""
+        for option in options or []:
+            if isinstance(option, dict) and option.get("id") is not None:
+                self.config_options[str(option["id"])] = option
+                if option.get("category") == "mode":
+                    self.mode = str(option.get("currentValue"))
+
     def _on_config_option_update(self, update: dict[str, Any]) -> None:
+        self.config(update.get("configOptions"))
         values = [
             f"{o.get('id')}={o.get('currentValue')}"
             for o in update.get("configOptions") or []
             if isinstance(o, dict)
         ]
-        for option in update.get("configOptions") or []:
-            if isinstance(option, dict) and option.get("category") == "mode":
-                self.mode = str(option.get("currentValue"))
         self.info("config: " + ", ".join(values))
 
     def _on_session_info_update(self, update: dict[str, Any]) -> None:
@@ -196,7 +231,7 @@ class Renderer:
         text = Text(f"{severity}: ", style=NOTICE_STYLE.get(severity, "bold"))
         text.append(str(update.get("title", "")), style="bold")
         if update.get("description"):
-            text.append(f"\n  {update['description']}")
+            text.append("\n" + indented(str(update["description"])))
         self.line(text)
 
     def _on_compaction_update(self, update: dict[str, Any]) -> None:
@@ -213,6 +248,8 @@ class Renderer:
         call_id = str(update.get("toolCallId"))
         title = str(update.get("title", call_id))
         self.tool_titles[call_id] = title
+        if update.get("kind"):
+            self.tool_kinds[call_id] = str(update["kind"])
         self._tool_line(call_id, str(update.get("status", "pending")), update.get("kind"))
         self._tool_content(call_id, update.get("content"))
 
@@ -251,9 +288,26 @@ class Renderer:
                 self._tool_terminals.setdefault(call_id, []).append(terminal_id)
                 self.info(f"  terminal {terminal_id} attached")
             elif kind == "content":
-                self.line(Text("  " + self._content_text(item), style="dim"))
+                self.line(Text(indented(self._content_text(item)), style="dim"))
+
+    def terminal_output(self, terminal_id: str, text: str) -> None:
+        """A piece of a terminal's output as the command writes it, each line indented."""
+        self._live_terminals.add(terminal_id)
+        kind = f"terminal {terminal_id}"
+        for i, piece in enumerate(text.split("\n")):
+            if i > 0:
+                if self._streaming == kind:
+                    self.console.out("")
+                    self._streaming = None
+                elif self.tail is None or self.tail > 0:
+                    self.line(Text(TERMINAL_PREFIX.rstrip(), style="dim"))
+            if piece:
+                self._stream(kind, piece, "dim", TERMINAL_PREFIX)
 
     def _show_terminal(self, terminal_id: str) -> None:
+        if terminal_id in self._live_terminals:
+            self.end_line()  # its output is on the screen already
+            return
         term = self.terminal_lookup(terminal_id)
         if term is None:
             return

@@ -17,11 +17,12 @@ It knows nothing of JSON-RPC framing or rendering.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,8 @@ class Workspace:
         self._terminals: dict[str, TerminalState] = {}
         self._released: dict[str, TerminalState] = {}
         self._next_terminal = 0
+        #: shown each piece of a terminal's output as it comes: (terminal id, text)
+        self.on_output: Callable[[str, str], None] = lambda _id, _text: None
 
     # -- paths -------------------------------------------------------------------
 
@@ -186,9 +189,11 @@ class Workspace:
 
     async def _pump(self, term: TerminalState) -> None:
         assert term.process.stdout is not None
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
         try:
             async for chunk in term.process.stdout:
                 term.add(chunk)
+                self.on_output(term.terminal_id, decoder.decode(chunk))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         finally:

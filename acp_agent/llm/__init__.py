@@ -21,6 +21,7 @@ import argparse
 
 from .agent import LlmAgent
 from .config import ARG_NAMES, ConfigError, LlmConfig, Secret, add_arguments, config_from_args
+from .endpoint_check import endpoint_problem
 
 __all__ = [
     "ARG_NAMES",
@@ -31,6 +32,7 @@ __all__ = [
     "add_arguments",
     "build_agent",
     "config_from_args",
+    "endpoint_problem",
 ]
 
 

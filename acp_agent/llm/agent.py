@@ -52,6 +52,7 @@ from .backend import ChatBackend, ModelInfo, list_models
 from .compact import compact, needs_compaction
 from .config import KEYED_HOSTS, LlmConfig, Secret
 from .context import META_KEY, build_messages, system_prompt
+from .login import LOGIN_METHOD
 from .mcp_host import McpHost, McpSessionLink, describe, mcp_available
 from .stream import Delta, ModelResponse, TextDelta
 from .tool_schemas import BUILTIN_SCHEMAS
@@ -116,7 +117,9 @@ class LlmAgent(Agent):
     # ------------------------------------------------------------------ auth
 
     def auth_methods(self, capabilities: ClientCapabilities) -> Sequence[AuthMethod]:
-        return [API_KEY_METHOD] if self.needs_key else []
+        # The terminal login is offered to every client that can run it (the server
+        # leaves it out for the others), so that an installer can set the agent up.
+        return [API_KEY_METHOD, LOGIN_METHOD] if self.needs_key else [LOGIN_METHOD]
 
     def requires_auth(self) -> bool:
         return self.needs_key and self.api_key is None
@@ -128,7 +131,10 @@ class LlmAgent(Agent):
         elif self.config.api_key is not None:
             self.api_key = self.config.api_key
         else:
-            raise AuthRequired('No API key: send it in _meta["api-key"], or set ACP_AGENT_API_KEY')
+            raise AuthRequired(
+                'No API key: send it in _meta["api-key"], run `acp-agent-kit login`, '
+                "or set ACP_AGENT_API_KEY"
+            )
 
     def supports_logout(self) -> bool:
         return self.needs_key
@@ -160,7 +166,7 @@ class LlmAgent(Agent):
             {
                 "id": "model",
                 "name": "Model",
-                "description": "The model answering in this session",
+                "description": f"the model answering in this session, at {self.config.base_url}",
                 "type": "select",
                 "category": "model",
                 "default": self.config.model,
@@ -305,7 +311,10 @@ class _TurnLoop:
             await self.client.thought(delta.text, message_id=self.message_id + "_r")
 
     async def _on_retry(self, text: str) -> None:
-        await notice(self.client, text, thought=True)
+        if self.client.capabilities.notices:  # a retry or a rate limit is not a thought
+            await self.client.notice("warning", text)
+        else:
+            await notice(self.client, text, thought=True)
 
     def _count_usage(self, response: ModelResponse) -> None:
         """Add the response's tokens to the turn's usage (the prompt result's ``usage``)."""

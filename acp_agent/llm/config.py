@@ -2,8 +2,8 @@
 
 This module owns where every setting comes from (flag > environment variable >
 default) and the API key's handling: read from ``ACP_AGENT_API_KEY``,
-``OPENAI_API_KEY`` or a key file, held in a :class:`Secret` whose ``repr`` and
-``str`` never show it, and never logged.
+``OPENAI_API_KEY``, a key file or the one ``acp-agent-kit login`` stored, held in a
+:class:`Secret` whose ``repr`` and ``str`` never show it, and never logged.
 
 It does not talk HTTP and does not know ACP.
 """
@@ -16,9 +16,13 @@ import os
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
+
+#: the file, in the config directory, where ``acp-agent-kit login`` keeps the API key
+KEY_FILE_NAME: Final = "api-key"
 
 #: every ``args`` attribute :func:`config_from_args` reads (all optional: a missing
 #: attribute or ``None`` falls back to the environment, then to the default)
@@ -235,6 +239,25 @@ def read_api_key(path: str) -> Secret:
     return Secret(key)
 
 
+def key_path() -> Path:
+    """Where ``acp-agent-kit login`` keeps the API key (the user's config directory)."""
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("acp-agent")) / KEY_FILE_NAME
+
+
+def stored_key() -> Secret | None:
+    """The key ``login`` stored, or None; refused (like ssh's keys) when others can read it."""
+    path = key_path()
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if mode & 0o077:
+        raise ConfigError(f"{path} is readable by others: `chmod 600 {path}` or log in again")
+    return read_api_key(str(path))
+
+
 def _headers(values: Any) -> dict[str, str]:
     headers: dict[str, str] = {}
     if values is None:
@@ -249,9 +272,16 @@ def _headers(values: Any) -> dict[str, str]:
 
 
 def config_from_args(
-    args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None
+    args: argparse.Namespace | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    require_key: bool = True,
 ) -> LlmConfig:
-    """Build the configuration: flags first, then ``ACP_AGENT_*`` variables, then defaults."""
+    """Build the configuration: flags first, then ``ACP_AGENT_*`` variables, then defaults.
+
+    The API key comes from a key file, the environment, or the one ``login`` stored.
+    A hosted endpoint without one is a :class:`ConfigError` when ``require_key`` (else the
+    agent asks its client to log in)."""
     env = os.environ if env is None else env
     model = _pick(args, "model", env, "ACP_AGENT_MODEL")
     if not model:
@@ -269,7 +299,7 @@ def config_from_args(
         api_key = read_api_key(str(key_file))
     else:
         raw_key = env.get("ACP_AGENT_API_KEY") or env.get("OPENAI_API_KEY")
-        api_key = Secret(raw_key.strip()) if raw_key and raw_key.strip() else None
+        api_key = Secret(raw_key.strip()) if raw_key and raw_key.strip() else stored_key()
     options: dict[str, Any] = {}
     numeric: list[tuple[str, str, type[int] | type[float], float]] = [
         ("max_turn_requests", "ACP_AGENT_MAX_TURN_REQUESTS", int, 1),
@@ -289,10 +319,10 @@ def config_from_args(
         options["system_prompt"] = str(system_prompt)
     headers = _headers(_pick(args, "model_headers", env, "ACP_AGENT_MODEL_HEADERS"))
     host = urllib.parse.urlsplit(str(base_url)).hostname or ""
-    if api_key is None and host in KEYED_HOSTS:
+    if require_key and api_key is None and host in KEYED_HOSTS:
         raise ConfigError(
-            f"{host} needs an API key: set ACP_AGENT_API_KEY (or OPENAI_API_KEY) or pass "
-            "--api-key-file"
+            f"no API key for {host}: run `acp-agent-kit login`, set ACP_AGENT_API_KEY "
+            "(or OPENAI_API_KEY) or pass --api-key-file"
         )
     return LlmConfig(
         model=str(model),

@@ -46,6 +46,7 @@ SCENARIOS: Final = {
     "mcp": "calls the first tool named *__add with {a: 2, b: 3}, then reports the result",
     "json": "answers one JSON document instead of a stream",
     "echo": "answers with the roles of the conversation it received",
+    "call": "calls tools with key=value arguments (fake:call add a=2 b=3 ; add a=1 b=1)",
 }
 
 
@@ -237,6 +238,26 @@ def _scripted_agent(conv: Conversation, words: list[str]) -> Reply:
     return _file_loop(chosen, results, 1)
 
 
+def _call_tool(words: list[str], results: list[str]) -> Reply:
+    """``fake:call TOOL k=v ... [; TOOL k=v ...]``: the calls (integer values as numbers)
+    in one response, then the last result."""
+    if results:
+        return Reply(events=text_events(f"The tool said: {results[-1].strip()}", 2))
+    calls: list[tuple[str, JSON]] = []
+    for spec in " ".join(words).split(";"):
+        name, *pairs = spec.split() or [""]
+        if not name:
+            continue
+        args: JSON = {}
+        for pair in pairs:
+            key, _, value = pair.partition("=")
+            args[key] = int(value) if value.lstrip("-").isdigit() else value
+        calls.append((name, args))
+    if not calls:
+        return Reply(events=text_events("Which tool? Say fake:call TOOL key=value ..."))
+    return Reply(events=tool_events(calls, f"Calling {', '.join(n for n, _ in calls)}."))
+
+
 def _bad_request(message: str, code: str) -> Reply:
     return Reply(400, {"message": message, "type": "invalid_request_error", "code": code})
 
@@ -350,6 +371,12 @@ class Script:
         ):
             return _summary(conv.messages[1:])
         name, words = conv.scenario(header)
+        if not name:
+            from .fake_commands import command_reply
+
+            answer = command_reply(conv.last_user, conv.results)
+            if answer is not None:
+                return answer
         key = f"{name}:{conv.last_user}:{len(conv.messages)}"
         if name == "":
             return _scripted_agent(conv, words)
@@ -433,6 +460,8 @@ class Script:
                     "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
                 }
             )
+        if name == "call":
+            return _call_tool(words, conv.results)
         if name == "echo":
             roles = ",".join(str(m.get("role")) for m in conv.messages)
             return Reply(events=text_events(f"roles: {roles}"))

@@ -124,7 +124,7 @@ class Invocation:
         if content:
             update["content"] = list(content)
         await self.client.update(update)
-        self.handle = ToolCall(self.client, call_id, "pending")
+        self.handle = ToolCall(self.client.update, call_id, "pending")
         return self.handle
 
     async def permit(self) -> bool:

@@ -176,10 +176,14 @@ async def run(turn: PromptTurn, line: CommandLine) -> StopReason:
         await client.message(_missing("terminal", "/run", "run commands"))
         return "end_turn"
     call = await client.tool_call(f"run {command}", kind="execute", raw_input={"command": command})
-    async with client.terminal("sh", ["-c", command]) as term:
-        await call.update(status="in_progress", content=[terminal_content(term.id)])
-        status = await term.wait_for_exit()
-        output = await term.output()
+    try:
+        async with client.terminal("sh", ["-c", command]) as term:
+            await call.update(status="in_progress", content=[terminal_content(term.id)])
+            status = await term.wait_for_exit()
+            output = await term.output()
+    except RequestError as exc:  # e.g. the person declined to run it
+        await call.fail([text_content(f"the command did not run: {exc.message}")])
+        return "end_turn"
     raw_output = {"exitCode": status.exit_code, "signal": status.signal, "output": output.output}
     if status.exit_code == 0:
         await call.complete(raw_output=raw_output)

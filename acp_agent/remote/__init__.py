@@ -6,9 +6,10 @@ server object of its own over a :class:`~acp_agent.remote.link.MessageLink`, all
 them sharing one session store, and each principal sees only its own sessions.
 
 Modules: ``link`` (a connection as a byte transport), ``auth`` (the token file),
-``registry`` (open connections and their limits), ``asgi`` (the ``/acp`` endpoint),
-``serve`` (the process: listening, Hypercorn, graceful stop), ``cli`` (the
-``serve`` subcommand).
+``registry`` (open connections and their limits), ``health`` (whether the store
+answers), ``asgi`` (the ``/acp`` and ``/healthz`` endpoints), ``serve`` (the process:
+listening, TLS, Hypercorn, the stop), ``cli`` (the ``serve`` subcommand).
+The operator's guide is ``docs/remote.md``.
 
 It needs the ``remote`` extra (Hypercorn and wsproto): ``pip install 'acp-agent-kit[remote]'``.
 """
@@ -17,13 +18,14 @@ from __future__ import annotations
 
 from .auth import LOCAL, Principals, TokenFileError
 from .registry import Limits
-from .serve import RemoteConfigError, run_http, serve_http
+from .serve import RemoteConfigError, Tls, run_http, serve_http
 
 __all__ = [
     "LOCAL",
     "Limits",
     "Principals",
     "RemoteConfigError",
+    "Tls",
     "TokenFileError",
     "run_http",
     "serve_http",

@@ -13,7 +13,13 @@ RFD; the README says where the official SDKs differ and how both are served):
   with keep-alive comments and carries nothing else;
 - ``DELETE`` ends the connection as end of input would;
 - a ``GET`` with ``Upgrade: websocket`` (an ASGI ``websocket`` scope) opens a
-  connection that carries one JSON-RPC message per text frame, both ways.
+  connection that carries one JSON-RPC message per text frame, both ways;
+- ``GET /healthz`` (no token needed) answers ``200`` when the session store answers,
+  ``503`` when it does not (see :mod:`acp_agent.remote.health`).
+
+A request body must arrive within ``Limits.body_timeout`` (else ``408``), and every
+POST and per-session stream counts, while open, against its principal's bound
+(``429`` beyond it), as connections do.
 
 Every request names its principal (``Authorization: Bearer``; see
 :mod:`acp_agent.remote.auth`); a connection answers only to the principal that opened
@@ -34,6 +40,7 @@ import anyio
 import orjson
 
 from .auth import Principals
+from .health import StoreHealth
 from .registry import Connection, LimitReached, Registry
 
 __all__ = ["RemoteApp"]
@@ -45,6 +52,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 PATHS: Final = ("/acp", "/acp/")
+HEALTH_PATH: Final = "/healthz"
 CONNECTION_HEADER: Final = "acp-connection-id"
 SESSION_HEADER: Final = "acp-session-id"
 KEEPALIVE: Final = 15.0  # seconds between SSE comments on a quiet stream
@@ -90,9 +98,10 @@ def _request_id(message: bytes) -> tuple[bool, Any]:
 class RemoteApp:
     """ASGI 3 application serving ACP at ``/acp``."""
 
-    def __init__(self, registry: Registry, principals: Principals) -> None:
+    def __init__(self, registry: Registry, principals: Principals, health: StoreHealth) -> None:
         self.registry = registry
         self.principals = principals
+        self.health = health
         self.limits = registry.limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -101,6 +110,9 @@ class RemoteApp:
             await _lifespan(receive, send)
             return
         if kind not in ("http", "websocket"):
+            return
+        if kind == "http" and scope.get("path") == HEALTH_PATH:
+            await self._healthz(scope, send)
             return
         headers = _headers(scope)
         refusal = self._refusal(scope, headers)
@@ -113,7 +125,11 @@ class RemoteApp:
         elif principal is None:
             await _respond(send, 401, b"a valid bearer token is required", _CHALLENGE)
         elif scope["method"] == "POST":
-            await self._post(receive, send, headers, principal)
+            try:
+                with self.registry.hold(principal) as release:
+                    await self._post(receive, send, headers, principal, release)
+            except LimitReached as exc:
+                await _respond(send, 429, str(exc).encode())
         elif scope["method"] == "GET":
             await self._get(receive, send, headers, principal)
         elif scope["method"] == "DELETE":
@@ -122,6 +138,15 @@ class RemoteApp:
             await _respond(
                 send, 405, b"use POST, GET or DELETE", [(b"allow", b"GET, POST, DELETE")]
             )
+
+    async def _healthz(self, scope: Scope, send: Send) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            await _respond(send, 405, b"use GET", [(b"allow", b"GET, HEAD")])
+            return
+        if await self.health.check():
+            await _respond(send, 200, b'{"status":"ok","store":"ok"}', _JSON)
+        else:
+            await _respond(send, 503, b'{"status":"unavailable","store":"not answering"}', _JSON)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, bytes] | None:
         if scope.get("path") not in PATHS:
@@ -133,12 +158,25 @@ class RemoteApp:
     # -------------------------------------------------------------- Streamable HTTP
 
     async def _post(
-        self, receive: Receive, send: Send, headers: dict[str, str], principal: str
+        self,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, str],
+        principal: str,
+        release: Callable[[], None],
     ) -> None:
         if not headers.get("content-type", "").lower().startswith("application/json"):
             await _respond(send, 415, b"Content-Type must be application/json")
             return
-        body = await _read_body(receive, self.limits.max_message)
+        body: bytes | None = None
+        with anyio.move_on_after(self.limits.body_timeout) as reading:
+            try:
+                body = await _read_body(receive, self.limits.max_message)
+            except _ClientLeft:
+                return  # no one to answer
+        if reading.cancelled_caught:
+            await _respond(send, 408, b"the request body did not arrive in time")
+            return
         if body is None:
             await _respond(send, 413, b"the message exceeds the server's size limit")
             return
@@ -148,6 +186,7 @@ class RemoteApp:
             return
         connection_id = headers.get(CONNECTION_HEADER)
         if connection_id is None:
+            release()  # the connection it opens takes this request's place
             await self._initialize(send, body, principal)
             return
         conn = self.registry.get(connection_id, principal)
@@ -209,7 +248,11 @@ class RemoteApp:
             await _respond(send, 404, b"unknown Acp-Connection-Id")
             return
         if SESSION_HEADER in headers:
-            await _sse(receive, send, conn, None)
+            try:
+                with self.registry.hold(principal):
+                    await _sse(receive, send, conn, None)
+            except LimitReached as exc:
+                await _respond(send, 429, str(exc).encode())
             return
         if conn.streaming:
             await _respond(send, 409, b"this connection's stream is already open")
@@ -334,14 +377,19 @@ async def _deny(scope: Scope, send: Send, status: int, body: bytes) -> None:
         await send({"type": "websocket.close", "code": 1008})
 
 
+class _ClientLeft(Exception):
+    """The client went away before its request body was complete."""
+
+
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The request body, or None once it exceeds ``limit`` bytes."""
+    """The request body, or None once it exceeds ``limit`` bytes; raises
+    :class:`_ClientLeft` if the client leaves first."""
     parts: list[bytes] = []
     size = 0
     while True:
         event = await receive()
         if event["type"] != "http.request":
-            return b"".join(parts)  # http.disconnect
+            raise _ClientLeft  # http.disconnect: a part of a message is no message
         chunk = event.get("body", b"")
         size += len(chunk)
         if size > limit:

@@ -23,17 +23,17 @@ import anyio
 from .._loop import run
 from ..jsonrpc import LineBuffer
 from ..transport import StdioTransport, reserve_stdout
-from ..transport.remote import open_remote, read_token
+from ..transport.remote import open_remote, read_token, tls_context
 
 __all__ = ["main"]
 
 MAX_LINE = 64 * 1024 * 1024
 
 
-async def bridge(url: str, token: str | None, out_fd: int) -> None:
+async def bridge(url: str, token: str | None, out_fd: int, ca_file: str | None = None) -> None:
     stdio = StdioTransport(0, out_fd)
     lines = LineBuffer(MAX_LINE)
-    async with open_remote(url, token=token, max_message=MAX_LINE) as remote:
+    async with open_remote(url, token=token, max_message=MAX_LINE, ca_file=ca_file) as remote:
 
         async def upstream() -> None:
             with anyio.open_signal_receiver(signal.SIGTERM) as signals:
@@ -75,19 +75,25 @@ async def bridge(url: str, token: str | None, out_fd: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m acp_agent.remote.bridge",
-        description="Reach an ACP agent served at URL (ws:// or http://) over stdio.",
+        description="Reach an ACP agent served at URL (ws://, wss://, http:// or https://) "
+        "over stdio.",
     )
     parser.add_argument("url")
     parser.add_argument("--token-file", metavar="PATH")
+    parser.add_argument(
+        "--ca-file", metavar="PATH", help="trust the server certificates this PEM file signs"
+    )
     args = parser.parse_args(argv)
     try:
         token = read_token(args.token_file) if args.token_file else None
+        if args.ca_file is not None:
+            tls_context(args.ca_file)  # a bad file shows now, as one line
     except ValueError as exc:
         print(f"bridge: {exc}", file=sys.stderr)
         return 2
     reservation = reserve_stdout()
     try:
-        run(lambda: bridge(args.url, token, reservation.fd))
+        run(lambda: bridge(args.url, token, reservation.fd, args.ca_file))
     finally:
         reservation.restore()
     return 0

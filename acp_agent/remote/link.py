@@ -43,6 +43,7 @@ class MessageLink:
         "_in_send",
         "_out_receive",
         "_out_send",
+        "_partial",
         "_pull",
         "delivered",
     )
@@ -53,6 +54,8 @@ class MessageLink:
         if pull is None:
             self._in_send, self._in_receive = anyio.create_memory_object_stream[bytes](buffer)
         self._out_send, self._out_receive = anyio.create_memory_object_stream[bytes](buffer)
+        #: the start of a message the server has not finished writing (no newline yet)
+        self._partial: list[bytes] = []
         #: messages handed in so far (the idle check reads it)
         self.delivered = 0
 
@@ -110,8 +113,11 @@ class MessageLink:
         self._out_receive.close()
 
     async def next_batch(self) -> list[bytes] | None:
-        """The server's next messages, in order, as written together (never empty);
-        None once the server has closed its side and everything was taken."""
+        """The server's next whole messages, in order, as written together (never
+        empty); None once the server has closed its side and everything was taken.
+
+        A message may reach the link in several writes (a large frame is written in
+        pieces): it is joined here, so each message comes out whole."""
         while True:
             try:
                 chunks = [await self._out_receive.receive()]
@@ -122,9 +128,28 @@ class MessageLink:
                     chunks.append(self._out_receive.receive_nowait())
                 except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
                     break
-            batch = [line for chunk in chunks for line in chunk.split(b"\n") if line]
+            batch = self._whole_lines(chunks)
             if batch:
                 return batch
+
+    def _whole_lines(self, chunks: list[bytes]) -> list[bytes]:
+        """The complete lines of ``chunks``; what follows the last newline is kept."""
+        batch: list[bytes] = []
+        for chunk in chunks:
+            end = chunk.rfind(b"\n")
+            if end < 0:
+                self._partial.append(chunk)
+                continue
+            if self._partial:
+                self._partial.append(chunk[: end + 1])
+                chunk, self._partial = b"".join(self._partial), [chunk[end + 1 :]]
+                end = len(chunk) - 1
+            else:
+                self._partial = [chunk[end + 1 :]]
+            batch.extend(line for line in chunk[:end].split(b"\n") if line)
+            if not self._partial[0]:
+                self._partial = []
+        return batch
 
 
 def _one_line(message: bytes) -> bytes:

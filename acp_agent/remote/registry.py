@@ -1,12 +1,14 @@
 """The open remote connections: each one's server task, its principal, its limits.
 
-This module owns :class:`Registry`: it opens a connection for a principal (within
-``Limits.connections`` per principal), runs that connection's own server object over a
-:class:`~acp_agent.remote.link.MessageLink` in a task of the registry's task group,
-finds a connection by its ``Acp-Connection-Id`` (only for the principal that opened
-it: to anyone else it does not exist), closes connections that stay idle past
-``Limits.idle_timeout``, and on shutdown ends every connection's input as a closed
-pipe would, so that open turns answer ``cancelled`` before the streams close.
+This module owns :class:`Registry`: it opens a connection for a principal, runs that
+connection's own server object over a :class:`~acp_agent.remote.link.MessageLink` in a
+task of the registry's task group, finds a connection by its ``Acp-Connection-Id``
+(only for the principal that opened it: to anyone else it does not exist), counts what
+each principal holds open (connections, and the HTTP requests held open beside them: a
+POST whose body is being read or handed over, a per-session stream) within
+``Limits.connections``, closes connections that stay idle past ``Limits.idle_timeout``,
+and on shutdown ends every connection's input as a closed pipe would, so that open
+turns answer ``cancelled`` before the streams close.
 
 It knows nothing of HTTP or WebSockets (see :mod:`acp_agent.remote.asgi`) and nothing
 of ACP beyond asking a server how many requests it has not answered yet.
@@ -14,9 +16,10 @@ of ACP beyond asking a server how many requests it has not answered yet.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -41,15 +44,18 @@ class Limits:
     max_message: int = 16 * 1024 * 1024
     """Bytes in one JSON-RPC message, either way (a POST body, a WebSocket frame)."""
     connections: int = 32
-    """Open connections per principal."""
+    """Open connections per principal, with the HTTP requests it holds open beside them
+    (a POST being read or handed over, a per-session stream)."""
     pending: int = 256
     """Requests per connection the server has received and not answered yet."""
     idle_timeout: float = 600.0
     """Seconds a connection may stay without a message and without an open request."""
+    body_timeout: float = 30.0
+    """Seconds a request body may take to arrive."""
 
 
 class LimitReached(Exception):
-    """The principal already holds ``Limits.connections`` connections."""
+    """The principal already holds ``Limits.connections`` connections and requests."""
 
 
 class _Inflight(Protocol):
@@ -132,17 +138,46 @@ class Registry:
         through ``pull`` when given, else from what is delivered to its link)."""
         if self._tg is None or self._closing:
             raise LimitReached("the server is shutting down")
+        self._take(principal)
+        conn = Connection(principal, kind, self._make_server(principal), pull)
+        self._connections[conn.id] = conn
+        self._tg.start_soon(self._serve, conn, name=f"acp-remote-{conn.id[:8]}")
+        return conn
+
+    @contextlib.contextmanager
+    def hold(self, principal: str) -> Iterator[Callable[[], None]]:
+        """Count a request ``principal`` holds open until the block ends, or until it
+        calls what the block is given (a request that opens a connection hands its
+        place over); raises :class:`LimitReached` at the principal's bound."""
+        self._take(principal)
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                self._give_back(principal)
+
+        try:
+            yield release
+        finally:
+            release()
+
+    def _take(self, principal: str) -> None:
         count = self._per_principal.get(principal, 0)
         if count >= self.limits.connections:
             raise LimitReached(
-                f"principal {principal!r} already has {count} open connections "
-                f"(the limit is {self.limits.connections})"
+                f"principal {principal!r} already holds {count} open connections and "
+                f"requests (the limit is {self.limits.connections})"
             )
-        conn = Connection(principal, kind, self._make_server(principal), pull)
-        self._connections[conn.id] = conn
         self._per_principal[principal] = count + 1
-        self._tg.start_soon(self._serve, conn, name=f"acp-remote-{conn.id[:8]}")
-        return conn
+
+    def _give_back(self, principal: str) -> None:
+        left = self._per_principal.get(principal, 1) - 1
+        if left:
+            self._per_principal[principal] = left
+        else:
+            self._per_principal.pop(principal, None)
 
     def get(self, connection_id: str | None, principal: str) -> Connection | None:
         """The connection with this id if ``principal`` opened it; else None."""
@@ -156,11 +191,7 @@ class Registry:
             log.exception("connection %s failed", conn.id[:8])
         finally:
             self._connections.pop(conn.id, None)
-            left = self._per_principal.get(conn.principal, 1) - 1
-            if left:
-                self._per_principal[conn.principal] = left
-            else:
-                self._per_principal.pop(conn.principal, None)
+            self._give_back(conn.principal)
             await conn.link.aclose()
             if conn.kind == "http" and not conn.streaming:
                 conn.link.drop_output()  # no stream will ever read what is left

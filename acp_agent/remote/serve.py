@@ -1,11 +1,15 @@
 """Serve an agent to many remote clients: ``serve_http`` and ``run_http``.
 
 This module owns the process around the ``/acp`` endpoint: where it listens (and the
-rule that without a token file it listens on loopback only), the ASGI server
-underneath (Hypercorn, with wsproto for WebSockets: it runs on asyncio, uvloop and
-trio alike), one server object per connection sharing one session store, and the
-graceful stop: on SIGTERM or SIGINT every connection's input ends as a closed pipe
-would, open turns answer ``cancelled``, the streams close and the call returns.
+rules that beyond loopback it needs a token file, and TLS unless the operator says TLS
+ends in front of it), TLS (HTTP/1.1 and HTTP/2 by ALPN, and ``wss://``), the ASGI
+server underneath (Hypercorn, with wsproto for WebSockets: it runs on asyncio, uvloop
+and trio alike), one server object per connection sharing one session store, and the
+stop: on SIGTERM or SIGINT every connection's input ends as a closed pipe would, open
+turns answer ``cancelled``, the streams close and the call returns; a client socket
+still open ``CUT_AFTER`` seconds later (a client that stopped reading keeps its
+socket's writes waiting forever) is shut down, so the stop takes seconds whatever the
+clients do.
 
 It knows nothing of the HTTP details (:mod:`acp_agent.remote.asgi`) nor of how the
 connections are kept (:mod:`acp_agent.remote.registry`).
@@ -17,12 +21,17 @@ import contextlib
 import dataclasses
 import ipaddress
 import logging
+import os
 import signal
 import socket
+import stat
+import struct
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 
 from .._loop import Backend, run, running_asyncio_loop
@@ -33,9 +42,10 @@ from ..server.owners import SessionOwners
 from ..store import SessionStore, open_store
 from .asgi import RemoteApp
 from .auth import Principals
-from .registry import Limits, Registry
+from .health import StoreHealth
+from .registry import SHUTDOWN_GRACE, Limits, Registry
 
-__all__ = ["RemoteConfigError", "is_loopback", "parse_listen", "run_http", "serve_http"]
+__all__ = ["RemoteConfigError", "Tls", "is_loopback", "parse_listen", "run_http", "serve_http"]
 
 log = logging.getLogger("acp_agent.remote")
 
@@ -44,8 +54,22 @@ AgentSource = Agent | Callable[[], Agent]
 ``Agent`` subclass itself is such a callable)."""
 
 
+GRACEFUL_TIMEOUT = 2.0
+"""Seconds Hypercorn gives open sockets to close once the connections have ended."""
+CUT_AFTER = SHUTDOWN_GRACE + GRACEFUL_TIMEOUT + 1.0
+"""Seconds after the stop begins when client sockets still open are shut down."""
+
+
 class RemoteConfigError(ValueError):
     """The server cannot start as configured (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Tls:
+    """The server's certificate chain and private key (PEM files)."""
+
+    cert: str
+    key: str
 
 
 def parse_listen(listen: str) -> tuple[str, int]:
@@ -75,17 +99,26 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _hypercorn_config(fd: int, limits: Limits) -> Any:
+def _hypercorn_config(fd: int, limits: Limits, tls: Tls | None) -> Any:
     from hypercorn.config import Config
 
     config = Config()
     config.bind = [f"fd://{fd}"]
+    if tls is not None:
+        config.certfile, config.keyfile = tls.cert, tls.key
+        try:
+            config.create_ssl_context()  # a bad file shows now, as one line
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            why = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+            raise RemoteConfigError(
+                f"cannot use --tls-cert {tls.cert} with --tls-key {tls.key}: {why}"
+            ) from None
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     # Frames up to twice the cap reach the server, which answers those over the cap
     # with an error (as on stdio); larger ones close the socket (1009).
     config.websocket_max_message_size = 2 * limits.max_message
-    config.graceful_timeout = 2.0
+    config.graceful_timeout = GRACEFUL_TIMEOUT
     return config
 
 
@@ -118,12 +151,20 @@ def _quiet_cancelled(record: logging.LogRecord) -> bool:
 
 
 @contextlib.contextmanager
-def _listening(listen: str, principals: Principals) -> Iterator[socket.socket]:
+def _listening(
+    listen: str, principals: Principals, tls: Tls | None, insecure_http: bool
+) -> Iterator[socket.socket]:
     host, port = parse_listen(listen)
     if principals.open_access and not is_loopback(host):
         raise RemoteConfigError(
             f"refusing to listen on {host} without --token-file: anyone who reaches it "
             "could drive the agent; give a token file, or listen on 127.0.0.1"
+        )
+    if tls is None and not insecure_http and not is_loopback(host):
+        raise RemoteConfigError(
+            f"refusing to listen on {host} over plain HTTP: tokens would cross the network "
+            "in clear; give --tls-cert and --tls-key, or --insecure-http if TLS ends in "
+            "front of this server"
         )
     sock = _bind(host, port)
     try:
@@ -143,9 +184,13 @@ async def serve_http(
     options: ServerOptions | None = None,
     ready: Callable[[str], None] | None = None,
     stop: anyio.Event | None = None,
+    tls: Tls | None = None,
+    insecure_http: bool = False,
 ) -> None:
-    """Serve ``agent`` at ``http://LISTEN/acp`` (and ``ws://``) until SIGTERM or SIGINT,
-    or until ``stop`` is set; ``ready`` is called with the URL once clients may connect.
+    """Serve ``agent`` at ``http://LISTEN/acp`` (and ``ws://``; ``https://`` and
+    ``wss://`` with ``tls``) until SIGTERM or SIGINT, or until ``stop`` is set; ``ready``
+    is called with the URL once clients may connect. Beyond loopback it needs
+    ``principals`` with tokens, and ``tls`` unless ``insecure_http``.
 
     ``store`` is a store, a SQLite path, ``"memory"``, a PostgreSQL URL (whose session
     leases last ``lease_timeout`` seconds) or None (the default SQLite file).
@@ -173,15 +218,17 @@ async def serve_http(
         return AcpServer(make_agent(), shared, server_options, owner=principal, owners=owners)
 
     registry = Registry(bounds, make_server)
-    app = RemoteApp(registry, who)
+    health = StoreHealth(shared)
+    app = RemoteApp(registry, who, health)
     stopping = stop if stop is not None else anyio.Event()
     # A long-running server builds the protocol models before it listens, once, rather
     # than on the first connection that goes quiet (stdio keeps that lazy start-up).
     await anyio.to_thread.run_sync(build_models)
     try:
-        with _listening(listen, who) as sock:
+        with _listening(listen, who, tls, insecure_http) as sock:
             host, port = sock.getsockname()[:2]
-            config = _hypercorn_config(sock.detach(), bounds)
+            config = _hypercorn_config(sock.fileno(), bounds, tls)
+            sock.detach()
 
             async def shutdown_trigger() -> None:
                 await stopping.wait()
@@ -189,10 +236,12 @@ async def serve_http(
 
             async with anyio.create_task_group() as tg:
                 await tg.start(registry.run)
-                tg.start_soon(_watch_signals, stopping)
+                health.start(tg)
+                await tg.start(_watch_signals, stopping)  # before clients are told
+                tg.start_soon(_cut_stalled_sockets, stopping, port)
                 if ready is not None:
                     shown = f"[{host}]" if ":" in host else host
-                    ready(f"http://{shown}:{port}/acp")
+                    ready(f"{'https' if tls else 'http'}://{shown}:{port}/acp")
                 await _run_hypercorn(app, config, shutdown_trigger)
                 tg.cancel_scope.cancel()
     finally:
@@ -201,12 +250,55 @@ async def serve_http(
                 await shared.aclose()
 
 
-async def _watch_signals(stopping: anyio.Event) -> None:
+async def _watch_signals(
+    stopping: anyio.Event, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        task_status.started()
         async for signum in signals:
             log.info("received signal %s: shutting down", signum)
             stopping.set()
             return
+
+
+async def _cut_stalled_sockets(stopping: anyio.Event, port: int) -> None:
+    """Once the stop has run ``CUT_AFTER`` seconds, shut down every client socket still
+    open: a client that does not read holds a write, and so the stop, forever."""
+    await stopping.wait()
+    await anyio.sleep(CUT_AFTER)
+    cut = _shut_down_accepted(port)
+    if cut:
+        log.warning("stopping: cut %d client socket(s) that did not close in time", cut)
+
+
+def _shut_down_accepted(port: int) -> int:
+    """Shut down (and reset on close) this process's TCP sockets accepted on ``port``;
+    their pending writes then fail at once. Returns how many there were."""
+    cut = 0
+    try:
+        names = os.listdir("/dev/fd")
+    except OSError:  # no /dev/fd here: nothing to cut
+        return 0
+    for name in names:
+        try:
+            fd = int(name)
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                continue
+            sock = socket.socket(fileno=fd)
+        except (ValueError, OSError):
+            continue
+        try:
+            inet = sock.family in (socket.AF_INET, socket.AF_INET6)
+            if inet and sock.type == socket.SOCK_STREAM and sock.getsockname()[1] == port:
+                sock.getpeername()  # an accepted socket (the listening one has no peer)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                sock.shutdown(socket.SHUT_RDWR)
+                cut += 1
+        except OSError:
+            pass
+        finally:
+            sock.detach()  # the fd stays its owner's
+    return cut
 
 
 def run_http(agent: AgentSource, *, backend: Backend = "auto", **options: Any) -> int:

@@ -88,7 +88,7 @@ class AcpServer:
             turns.run_held,
             self._start_soon,
         )
-        self._unstable = UnstableMethods(self.store, persister, live, handshake, lifecycle)
+        self._unstable = UnstableMethods(self.store, persister, live, lifecycle)
         self._conn: AgentSession | None = None
         self._tg: anyio.abc.TaskGroup | None = None
 

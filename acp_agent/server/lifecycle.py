@@ -21,7 +21,7 @@ from ..agent import Agent
 from ..client import replayable
 from ..dispatch import RequestContext
 from ..errors import InvalidParams, SessionLeased
-from ..history import History, TurnLog, sanitize
+from ..history import STOP_REASONS, History, TurnLog, sanitize
 from ..paths import check_absolute_dir, check_additional_directories
 from ..persistence import Persister
 from ..prompt_slot import CancelReason, SlotEvent
@@ -68,7 +68,7 @@ class SessionLifecycle:
         #: the held prompts of a restored session, started after the answer
         self._run_held, self._start_soon = run_held, start_soon
 
-    def _check_setup(self, raw: JSON) -> tuple[str, tuple[str, ...], list[Any]]:
+    def check_setup(self, raw: JSON) -> tuple[str, tuple[str, ...], list[Any]]:
         """The cwd, extra roots and MCP servers of a request that opens a session."""
         self._handshake.require_auth()
         if "cwd" not in raw:
@@ -78,7 +78,7 @@ class SessionLifecycle:
         return cwd, extra, check_mcp_servers(raw, self._agent)
 
     async def new_session(self, params: Any, ctx: RequestContext) -> JSON:
-        cwd, extra, servers = self._check_setup(params_object(params))
+        cwd, extra, servers = self.check_setup(params_object(params))
         session_id = f"sess_{os.urandom(12).hex()}"
         session = Session(
             session_id,
@@ -114,7 +114,7 @@ class SessionLifecycle:
 
     async def restore(self, raw: JSON) -> Session:
         """Open a stored session on this connection (``load``, ``resume``, ``fork``)."""
-        cwd, extra, servers = self._check_setup(raw)
+        cwd, extra, servers = self.check_setup(raw)
         session_id = require_session_id(raw)
         owner = self._open.owner
         record = await self._store.get(owner, session_id)
@@ -141,8 +141,8 @@ class SessionLifecycle:
             TurnLog(
                 t.turn_id,
                 [orjson.loads(u) for u in t.updates],
-                t.stop_reason,
-                interrupted=t.stop_reason is None,
+                t.stop_reason if t.stop_reason in STOP_REASONS else None,
+                interrupted=t.stop_reason not in STOP_REASONS,
             )
             for t in stored
         )

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..agent import Agent, PromptTurn
+from ..agent import Agent, PromptTurn, run_prompt
 from ..client import SessionClient
 from ..dispatch import RequestContext
 from ..errors import (
@@ -46,7 +46,7 @@ from ..errors import (
     SessionLeased,
     TurnTimeout,
 )
-from ..history import STOP_REASONS
+from ..history import FAILED_TURN
 from ..options import ServerOptions
 from ..persistence import Persister
 from ..prompt_slot import CancelReason, Turn
@@ -320,15 +320,11 @@ class Turns:
                 if not turn.cancelled:
                     if timeout is not None:
                         turn.scope.deadline = anyio.current_time() + timeout
-                    stop = await self._agent.prompt(prompt_turn)
+                    stop = await run_prompt(self._agent, prompt_turn)
             if turn.expire():  # the time limit came before any cancel
                 session.slot.time_out(turn)
                 stop = None
                 error = TurnTimeout(f"The prompt turn exceeded its {timeout:g} s time limit")
-            if stop is not None and stop not in STOP_REASONS:
-                log.error("agent returned an invalid stop reason %r", stop)
-                stop = None
-                error = InternalError("The agent ended the turn with an invalid stop reason")
         except anyio.get_cancelled_exc_class():
             # The request was cancelled ($/cancel_request, shutdown): the turn ends so.
             if session.slot.turn is turn:
@@ -343,9 +339,6 @@ class Turns:
         except PathOutsideRoots as exc:
             # A path from the prompt that leaves the session's roots: bad input.
             error = InvalidParams(str(exc))
-        except Exception:
-            log.exception("agent.prompt failed in session %s", session.session_id)
-            error = InternalError("The agent failed while handling the prompt")
         finally:
             final = "cancelled" if turn.cancelled else (stop if error is None else None)
             if final is not None:
@@ -353,7 +346,7 @@ class Turns:
                 self._persister.end(session.session_id, turn.turn_id, final)
             else:
                 handle.abandon()
-                self._persister.end(session.session_id, turn.turn_id, "end_turn")
+                self._persister.end(session.session_id, turn.turn_id, FAILED_TURN)
             try:
                 # Durable before the answer, shielded from this task's cancel. A failed
                 # write of this session (and only of this one) fails the turn.

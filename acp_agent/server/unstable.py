@@ -21,10 +21,8 @@ import orjson
 from ..dispatch import RequestContext
 from ..errors import InvalidParams
 from ..history import USER_KIND
-from ..paths import check_absolute_dir
 from ..persistence import Persister
 from ..store import JsonText, SessionStore, TurnWrite
-from .handshake import Handshake
 from .lifecycle import SessionLifecycle
 from .live import OpenSessions
 from .params import JSON, not_found, params_object, require_session_id, utc_now
@@ -52,20 +50,16 @@ class UnstableMethods:
         self,
         store: SessionStore,
         persister: Persister,
-        open_sessions: OpenSessions,
-        handshake: Handshake,
+        sessions: OpenSessions,
         lifecycle: SessionLifecycle,
     ) -> None:
-        self._store, self._persister, self._open = store, persister, open_sessions
-        self._handshake, self._lifecycle = handshake, lifecycle
+        self._store, self._persister = store, persister
+        self._open, self._lifecycle = sessions, lifecycle
 
     async def fork_session(self, params: Any, ctx: RequestContext) -> JSON:
         raw = params_object(params)
-        self._handshake.require_auth()
+        self._lifecycle.check_setup(raw)  # the fork's cwd, roots and MCP servers
         source_id = require_session_id(raw)
-        if "cwd" not in raw:
-            raise InvalidParams("cwd: Field required")
-        check_absolute_dir(raw.get("cwd"), "cwd")
         owner = self._open.owner
         source = await self._store.get(owner, source_id)
         if source is None:

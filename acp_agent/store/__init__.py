@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from acp_agent.errors import InternalError
 from acp_agent.store.base import (
@@ -24,7 +24,20 @@ from acp_agent.store.base import (
 from acp_agent.store.memory import MemorySessionStore
 from acp_agent.store.packed import PackedJson
 from acp_agent.store.shared import HeldPrompts, SessionLeases
-from acp_agent.store.sqlite import LOCK_WAIT, SchemaVersionError, SqliteSessionStore
+
+if TYPE_CHECKING:
+    from acp_agent.store.sqlite import SchemaVersionError, SqliteSessionStore
+
+
+def __getattr__(name: str) -> Any:
+    # The SQLite store (sqlite3, the schema) is imported when first used: a process on
+    # another store does not pay for it.
+    if name in ("SqliteSessionStore", "SchemaVersionError"):
+        from acp_agent.store import sqlite
+
+        return getattr(sqlite, name)
+    raise AttributeError(f"module 'acp_agent.store' has no attribute {name!r}")
+
 
 __all__ = [
     "DB_ENV_VAR",
@@ -111,13 +124,15 @@ async def open_store(
             )
         except InternalError as exc:  # unreachable, refused: its message says which
             raise StoreFailed("PostgreSQL", exc.message) from None
-    return await SqliteSessionStore.open(target, lock_wait=_lock_wait())
+    from acp_agent.store.sqlite import LOCK_WAIT, SqliteSessionStore
+
+    return await SqliteSessionStore.open(target, lock_wait=_lock_wait(LOCK_WAIT))
 
 
-def _lock_wait() -> float:
+def _lock_wait(default: float) -> float:
     value = os.environ.get(LOCK_WAIT_ENV_VAR)
     if not value:
-        return LOCK_WAIT
+        return default
     try:
         seconds = float(value)
     except ValueError:

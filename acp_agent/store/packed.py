@@ -4,9 +4,9 @@ History keeps a large item (a pasted file, a big tool output) packed, and hands 
 persistence glue in that form, so that no second full-size copy lives while the turn runs.
 Packed means zlib-compressed when the text compresses well, and the text as it is when it
 does not (base64, minified or already compressed data): there zlib costs many times more
-time than it saves space. The glue expands an item to JSON text just before a write, unless
-the store says it takes packed items (``takes_packed_items``): the SQLite and memory stores
-keep them packed and expand them only when a session's history is loaded.
+time than it saves space. Every store takes packed items in a ``TurnWrite``: the SQLite and
+memory stores keep them packed and expand them only when a session's history is loaded; the
+PostgreSQL store expands them as it writes.
 """
 
 from __future__ import annotations

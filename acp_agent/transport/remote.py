@@ -2,13 +2,18 @@
 
 This module owns :func:`open_remote`: given ``ws://HOST:PORT/acp`` (or ``wss://``) it
 opens a WebSocket (httpx-ws) and carries one message per text frame; given
-``http://`` (or ``https://``) it speaks Streamable HTTP (httpx): the first message,
+``http://`` (or ``https://``) it speaks Streamable HTTP (httpx): it reaches the server
+first (an ``OPTIONS`` request, whose answer does not matter), so that a server it cannot
+reach or whose certificate fails fails the opening, as a WebSocket does; the first message,
 ``initialize``, is POSTed and answered in the POST's body with an ``Acp-Connection-Id``;
 then one SSE stream carries every message from the agent, each further message is a
 POST (with ``Acp-Session-Id`` when its params name a session), and closing sends
 ``DELETE``. A POST the server refuses (a status other than 2xx) comes back as a
 JSON-RPC error answer to that request. Either way the caller reads and writes
 newline-delimited JSON as over a pipe.
+
+Over ``https://`` and ``wss://`` the server's certificate is checked against the
+system's trusted authorities, or against ``ca_file`` when one is given.
 
 It knows nothing of ACP beyond the ``initialize`` request opening an HTTP connection and
 a ``sessionId`` naming the session header. It needs httpx-ws for WebSockets (the
@@ -18,6 +23,7 @@ a ``sessionId`` naming the session header. It needs httpx-ws for WebSockets (the
 from __future__ import annotations
 
 import contextlib
+import ssl
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,7 +34,7 @@ import orjson
 
 from ..errors import ConnectionClosed
 
-__all__ = ["open_remote", "read_token"]
+__all__ = ["open_remote", "read_token", "tls_context"]
 
 CONNECTION_HEADER = "Acp-Connection-Id"
 SESSION_HEADER = "Acp-Session-Id"
@@ -37,12 +43,20 @@ STREAM_GRACE = 3.0  # seconds the SSE stream gets to end after DELETE
 
 @contextlib.asynccontextmanager
 async def open_remote(
-    url: str, *, token: str | None = None, max_message: int = 64 * 1024 * 1024
+    url: str,
+    *,
+    token: str | None = None,
+    max_message: int = 64 * 1024 * 1024,
+    ca_file: str | None = None,
 ) -> AsyncIterator[Any]:
-    """A connected transport for ``url``; closed (and the connection ended) on exit."""
+    """A connected transport for ``url``; closed (and the connection ended) on exit.
+
+    ``ca_file`` (PEM) holds the authorities that may sign the server's certificate
+    instead of the system's; a file that cannot be read raises ``ValueError``."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     timeout = httpx.Timeout(30.0, read=None)
-    async with httpx.AsyncClient(headers=headers, timeout=timeout) as client:
+    verify = tls_context(ca_file) if ca_file is not None else True
+    async with httpx.AsyncClient(headers=headers, timeout=timeout, verify=verify) as client:
         scheme = url.split(":", 1)[0].lower()
         if scheme in ("ws", "wss"):
             from httpx_ws import aconnect_ws
@@ -60,6 +74,10 @@ async def open_remote(
                     raise ConnectionClosed(f"cannot connect to {url}: {_why(exc)}") from None
                 yield _WebSocketTransport(session)
         elif scheme in ("http", "https"):
+            try:  # reach the server now, so that an unreachable one fails here, as a WebSocket
+                await client.request("OPTIONS", url)
+            except httpx.HTTPError as exc:
+                raise ConnectionClosed(f"cannot connect to {url}: {_why(exc)}") from None
             async with anyio.create_task_group() as tg:
                 transport = _HttpTransport(client, url, tg)
                 try:
@@ -74,6 +92,16 @@ async def open_remote(
                     tg.cancel_scope.cancel()
         else:
             raise ValueError(f"not a ws://, wss://, http:// or https:// URL: {url!r}")
+
+
+def tls_context(ca_file: str) -> ssl.SSLContext:
+    """A client TLS context trusting the authorities in ``ca_file`` (PEM) only; raises
+    ``ValueError`` naming the file when it cannot be used."""
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        why = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
+        raise ValueError(f"cannot use CA file {ca_file}: {why}") from None
 
 
 def _lines(data: bytes) -> list[bytes]:
@@ -145,7 +173,7 @@ class _HttpTransport:
         try:
             response = await self._client.post(self._url, content=line, headers=headers)
         except httpx.HTTPError as exc:
-            raise anyio.BrokenResourceError(f"POST {self._url} failed: {exc}") from exc
+            raise anyio.BrokenResourceError(f"POST {self._url} failed: {_why(exc)}") from exc
         if response.status_code == 404 and self._connection_id is not None:
             self._inbox_send.close()  # the connection is gone
             raise anyio.BrokenResourceError("the server no longer knows this connection")
@@ -243,4 +271,7 @@ def _why(exc: BaseException) -> str:
     response = getattr(exc, "response", None)
     if isinstance(response, httpx.Response):
         return f"the server answered HTTP {response.status_code}"
-    return str(exc) or type(exc).__name__
+    cause: BaseException | None = exc
+    while cause is not None and not str(cause):  # (on trio httpx's own message is empty)
+        cause = cause.__cause__ or cause.__context__
+    return str(cause) if cause is not None else type(exc).__name__

@@ -80,7 +80,7 @@ class StdioTransport:
         self._write_fd = write_fd
         self._chunk_size = chunk_size
         self._closefd = closefd
-        self._send_lock = anyio.Lock()
+        self._send_lock = anyio.Lock(fast_acquire=True)  # no yield when it is free
         self._saved_blocking: dict[int, bool] = {}
         self._receiving = False
         self._closed = False

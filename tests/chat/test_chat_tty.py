@@ -110,7 +110,7 @@ def test_tab_completion_adds_the_space(tmp_path: Path) -> None:
 
 def test_chat_commands_listed_at_start_and_on_help(tmp_path: Path) -> None:
     with running(spawn(tmp_path)) as child:
-        child.expect(r"chat commands: /\?, /mode, /stderr, /quit")
+        child.expect(r"chat commands: /\?, /mode, /model, /stderr, /quit")
         child.expect("> ")
         child.sendline("/?")
         child.expect(r"/\?\s+list the chat's own commands and keys")

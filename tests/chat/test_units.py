@@ -10,7 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from acp_agent.chat.app import pick_option, split_command
+from acp_agent.chat.app import pick_option
+from acp_agent.chat.command import split_command
 from acp_agent.chat.workspace import Workspace
 from acp_agent.cli import ENV, split_argv
 from acp_agent.errors import InvalidParams, ResourceNotFound

@@ -68,7 +68,7 @@ class RichAgent(ScriptAgent):
             await c.message("part 1 ", message_id="m2")
             await c.message("part 2", message_id="m2")
             await c.plan([{"content": "step", "priority": "high", "status": "pending"}])
-            tool = await c.tool_call("read x", kind="read", locations=[{"path": "/x", "line": 1}])
+            tool = await c.tool_call("read x", kind="read", locations=[{"path": "x", "line": 1}])
             await tool.start()
             await tool.complete(content=[text_content("done")], raw_output={"ok": True})
             await c.plan([{"content": "step", "priority": "high", "status": "completed"}])

@@ -12,8 +12,14 @@ import orjson
 import pytest
 
 from acp_agent.agent import PromptTurn
-from acp_agent.client import TOOL_TRANSITIONS, ClientCapabilities, SessionClient
-from acp_agent.errors import CapabilityError, IllegalTransition
+from acp_agent.client import (
+    TOOL_TRANSITIONS,
+    ClientCapabilities,
+    SessionClient,
+    diff_content,
+    text_content,
+)
+from acp_agent.errors import CapabilityError, IllegalTransition, PathOutsideRoots
 from acp_agent.session import Session
 from tests.core._support import ScriptAgent, checked, prompt_params
 
@@ -96,7 +102,11 @@ async def test_tool_call_fields_are_sent_only_when_given_under_wire_names() -> N
     await tool.update(title="u")
     content = ({"type": "content", "content": {"type": "text", "text": "x"}},)
     full = await client.tool_call(
-        "f", content=content, locations=({"path": "/a"},), raw_input={"a": 1}, meta={"m": 1}
+        "f",
+        content=content,
+        locations=({"path": "/tmp/proj/a"},),
+        raw_input={"a": 1},
+        meta={"m": 1},
     )
     await full.update(content=content, raw_input=2, raw_output={"o": 1}, meta={"n": 1})
     bare, bare_update, announced, updated = [params["update"] for _, params in out.sent]
@@ -108,7 +118,9 @@ async def test_tool_call_fields_are_sent_only_when_given_under_wire_names() -> N
         "status": "pending",
     }
     assert bare_update == {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "title": "u"}
-    assert announced["content"] == list(content) and announced["locations"] == [{"path": "/a"}]
+    assert announced["content"] == list(content) and announced["locations"] == [
+        {"path": "/tmp/proj/a"}
+    ]
     assert (announced["rawInput"], announced["_meta"]) == ({"a": 1}, {"m": 1})
     assert "rawOutput" not in announced
     assert updated == {
@@ -119,6 +131,52 @@ async def test_tool_call_fields_are_sent_only_when_given_under_wire_names() -> N
         "rawOutput": {"o": 1},
         "_meta": {"n": 1},
     }
+
+
+async def test_tool_call_paths_are_made_absolute_against_the_cwd() -> None:
+    client, out = make_client()
+    call = await client.tool_call(
+        "edit",
+        kind="edit",
+        locations=[{"path": "src/a.py", "line": 3}],
+        content=[diff_content("src/a.py", "new", "old"), text_content("note")],
+    )
+    await call.update(locations=[{"path": "./b/../c.txt"}], content=[diff_content("d", "x")])
+    await client.request_permission({"toolCallId": call.id, "locations": [{"path": "e"}]})
+    announced, updated = (params["update"] for _, params in out.sent[:2])
+    assert announced["locations"] == [{"path": "/tmp/proj/src/a.py", "line": 3}]
+    assert announced["content"][0] == {
+        "type": "diff",
+        "path": "/tmp/proj/src/a.py",
+        "newText": "new",
+        "oldText": "old",
+    }
+    assert announced["content"][1] == text_content("note")
+    assert updated["locations"] == [{"path": "/tmp/proj/c.txt"}]
+    assert updated["content"][0]["path"] == "/tmp/proj/d"
+    assert out.sent[2][1]["toolCall"]["locations"] == [{"path": "/tmp/proj/e"}]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"locations": [{"path": "../elsewhere.py"}]},
+        {"locations": [{"path": "/etc/passwd"}]},
+        {"content": [diff_content("/etc/hosts", "x")]},
+    ],
+)
+async def test_tool_call_paths_outside_the_roots_are_refused_unsent(fields: JSON) -> None:
+    client, out = make_client()
+    with pytest.raises(PathOutsideRoots, match="outside the session roots"):
+        await client.tool_call("t", **fields)
+    call = await client.tool_call("t")
+    with pytest.raises(PathOutsideRoots):
+        await call.update(**fields)
+    assert [params["update"]["sessionUpdate"] for _, params in out.sent] == ["tool_call"]
+    allowed, out = make_client()
+    allowed.allow_outside_roots = True
+    await allowed.tool_call("t", **fields)
+    assert len(out.sent) == 1
 
 
 async def test_tool_call_ids_are_unique() -> None:

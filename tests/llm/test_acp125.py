@@ -63,7 +63,7 @@ async def test_the_model_is_a_config_option_listing_the_endpoints_models(tmp_pat
 async def test_a_hosted_endpoint_needs_a_key_that_logout_forgets(tmp_path: Path) -> None:
     agent = LlmAgent(base_config_remote())
     assert agent.needs_key and agent.requires_auth()
-    assert [m["id"] for m in agent.auth_methods(None)] == ["api-key"]  # type: ignore[arg-type]
+    assert [m["id"] for m in agent.auth_methods(None)] == ["api-key", "login"]  # type: ignore[arg-type]
     await agent.authenticate("api-key", {"api-key": "sk-given"})
     assert not agent.requires_auth() and agent.api_key is not None
     assert agent.api_key.reveal() == "sk-given" and agent.supports_logout()

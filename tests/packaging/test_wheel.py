@@ -46,3 +46,7 @@ def test_wheel_packages_and_console_script(tmp_path: Path) -> None:
     assert not any("/tests/" in n for n in names)
     assert "acp-agent-kit = acp_agent.cli:main" in scripts
     assert "acp-agent =" not in scripts
+    # the testing kit's fixtures load in any project that installs the wheel
+    assert "acp_agent/testing/pytest_plugin.py" in names
+    assert "[pytest11]" in scripts
+    assert "acp_agent.testing.pytest_plugin = acp_agent.testing.pytest_plugin" in scripts

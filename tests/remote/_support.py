@@ -65,7 +65,8 @@ async def running_server(
 
 
 def url_for(base: str, kind: str) -> str:
-    return base.replace("http://", "ws://", 1) if kind == "websocket" else base
+    """``base`` (``http://`` or ``https://``) for a ``kind`` of client."""
+    return base.replace("http", "ws", 1) if kind in ("websocket", "wss") else base
 
 
 class RemoteClient(ProcessClient):
@@ -108,6 +109,14 @@ async def connect(
         yield RemoteClient(t)
 
 
+def sole_error(exc: BaseException) -> BaseException:
+    """The one exception inside exception groups of one (a task group wraps what its
+    body raises)."""
+    while len(getattr(exc, "exceptions", ())) == 1:
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return exc
+
+
 def workdir(tmp_path: Path) -> str:
     (tmp_path / "work").mkdir(exist_ok=True)
     return str(tmp_path / "work")
@@ -121,6 +130,7 @@ __all__ = [
     "connect",
     "principals",
     "running_server",
+    "sole_error",
     "url_for",
     "workdir",
 ]

@@ -1,5 +1,6 @@
-"""Interop: the official TypeScript SDK's Streamable HTTP client drives the reference agent
-through its command table (``tests/remote/ts/interop.mjs``, run by node).
+"""Interop: the official TypeScript SDK's Streamable HTTP and WebSocket clients drive the
+reference agent through its command table (``tests/remote/ts/interop.mjs``, run by node),
+in clear and over TLS (``https://``, ``wss://``) with a certificate made in the test.
 
 Not part of the default run (it installs the SDK from npm): set ``ACP_AGENT_TS_INTEROP=1``.
 """
@@ -11,15 +12,18 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from ._support import running_server, workdir
+from ._support import running_server, url_for, workdir
+from ._tls import make_certs
 
 pytestmark = pytest.mark.anyio
 
 SDK = "@agentclientprotocol/sdk@2.4.0"
+WS = "ws@8"  # node 20 has no WebSocket of its own; the SDK takes this one
 SCRIPT = Path(__file__).with_name("ts") / "interop.mjs"
 
 
@@ -36,7 +40,7 @@ def node_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("node and npm are not installed")
     project = tmp_path_factory.mktemp("ts-interop")
     (project / "package.json").write_text('{"type": "module", "private": true}')
-    install = ["npm", "install", "--silent", "--no-audit", "--no-fund", SDK, "zod"]
+    install = ["npm", "install", "--silent", "--no-audit", "--no-fund", SDK, "zod", WS]
     done = subprocess.run(install, cwd=project, capture_output=True, timeout=300)
     if done.returncode != 0:
         pytest.fail(f"npm install failed: {done.stderr.decode()[-2000:]}")
@@ -44,14 +48,26 @@ def node_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return project
 
 
-async def test_the_typescript_http_client_drives_the_reference_agent(
-    node_project: Path, tmp_path: Path
+@pytest.mark.parametrize("kind", ["http", "websocket", "https", "wss"])
+async def test_the_typescript_clients_drive_the_reference_agent(
+    kind: str, node_project: Path, tmp_path: Path
 ) -> None:
     cwd = Path(workdir(tmp_path))
     (cwd / "in.txt").write_text("twelve chars")
-    async with running_server() as url:
+    options: dict[str, Any] = {}
+    env = dict(os.environ)
+    if kind in ("https", "wss"):
+        (tmp_path / "tls").mkdir()
+        certs = make_certs(tmp_path / "tls")
+        options["tls"] = certs.tls
+        env["NODE_EXTRA_CA_CERTS"] = certs.ca_file
+    async with running_server(**options) as url:
+        assert url.startswith("https://" if options else "http://")
         done = await anyio.run_process(
-            ["node", "interop.mjs", url, str(cwd)], cwd=node_project, check=False
+            ["node", "interop.mjs", url_for(url, kind), str(cwd)],
+            cwd=node_project,
+            check=False,
+            env=env,
         )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     results = json.loads(done.stdout.decode().strip().splitlines()[-1])

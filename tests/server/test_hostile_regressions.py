@@ -303,7 +303,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 async def test_mcp_servers_without_the_mcp_package_cost_no_time(tmp_path: Path) -> None:
-    command = [sys.executable, "-c", WITHOUT_MCP, "--model", "m", "--store", "memory"]
+    command = [sys.executable, "-c", WITHOUT_MCP, "--model", "m", "--store", "memory", "--no-check"]
     command += ["--base-url", "http://127.0.0.1:9/v1"]
     stdio = {"name": "tools", "command": "/bin/true", "args": [], "env": []}
     http = {"type": "http", "name": "web", "url": "http://127.0.0.1:9/mcp", "headers": []}

@@ -172,7 +172,7 @@ def test_show_and_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     code, out = run_sessions(capsys, db, "show", "sess_a")
     assert code == 0
     assert "session:  sess_a" in out and "cwd:      /work/sess_a" in out
-    assert "history:  1 turns, 100 B" in out
+    assert "history:  1 turn, 100 B" in out
     assert "end_turn" in out
     assert run_sessions(capsys, db, "delete", "sess_a") == (0, "deleted sess_a\n")
     assert sessions_main(["delete", "sess_a"], prog="p", store=str(db)) == 1
@@ -188,9 +188,9 @@ def test_prune_removes_old_sessions_and_gives_the_space_back(
     db = tmp_path / "s.sqlite3"
     fill(db, {"sess_old": (OLD, 3_000_000), "sess_new": (NEW, 1000)})
     before = file_size(db)
-    code, out = run_sessions(capsys, db, "prune", "--older-than", "30", "--vacuum")
+    code, out = run_sessions(capsys, db, "prune", "--older-than", "30", "--yes", "--vacuum")
     assert code == 0
-    assert out.startswith("pruned 1 sessions not used for 30 days")
+    assert out.startswith("pruned 1 session not used for 30 days")
     after = file_size(db)
     assert after < before - 2_500_000
     code, out = run_sessions(capsys, db, "list")

@@ -1,10 +1,17 @@
 // Drives the reference agent at URL through its command table with the official
-// TypeScript SDK's Streamable HTTP client; prints what each command produced as JSON.
+// TypeScript SDK's Streamable HTTP client (URL http:// or https://) or its WebSocket
+// client (ws:// or wss://, on the `ws` package); prints what each command produced as
+// JSON. Over TLS, node trusts the authority named by NODE_EXTRA_CA_CERTS.
 import { client } from "@agentclientprotocol/sdk";
 import { createHttpStream } from "@agentclientprotocol/sdk/experimental/http-client";
+import { createWebSocketStream } from "@agentclientprotocol/sdk/experimental/ws-client";
 import { readFile, writeFile } from "node:fs/promises";
+import { WebSocket } from "ws";
 
 const [url, cwd] = process.argv.slice(2);
+const stream = url.startsWith("ws")
+  ? createWebSocketStream(url, { WebSocket })
+  : createHttpStream(url);
 const updates = [];
 const app = client({ name: "ts-interop" })
   .onNotification("session/update", ({ params }) => {
@@ -43,7 +50,7 @@ const commands = [
   "/fail -32042 on purpose",
 ];
 const results = {};
-await app.connectWith(createHttpStream(url), async (agent) => {
+await app.connectWith(stream, async (agent) => {
   await agent.request("initialize", {
     protocolVersion: 1,
     clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: true },

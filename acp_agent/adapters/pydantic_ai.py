@@ -1,0 +1,503 @@
+"""Serve a pydantic-ai ``Agent`` over ACP: :class:`PydanticAIAgent` (or ``--agent module:agent``).
+
+Each prompt turn is one pydantic-ai run, driven node by node (``Agent.iter``):
+
+* the model's text and thinking parts stream as ``agent_message_chunk`` /
+  ``agent_thought_chunk`` as they arrive (one ``messageId`` per model response);
+* a tool call is announced ``pending`` when the model starts it (its ``name``, the kind its
+  declaration gives in ``metadata={"acp_kind": ...}``, locations from the argument named
+  by ``metadata={"acp_path": ...}``), goes ``in_progress`` when pydantic-ai runs it and
+  ``completed`` / ``failed`` with the text the model was given as its content;
+* a tool declared ``requires_approval=True`` (or one raising ``ApprovalRequired``) is a
+  deferred call: it is resolved inside the run (pydantic-ai's ``HandleDeferredToolCalls``)
+  by ``session/request_permission`` on the same tool call, allow/reject once or always
+  (remembered per session, saved with its turns); a dismissed request ends the turn
+  ``cancelled``;
+* the run's new messages (``ModelMessagesTypeAdapter``'s JSON) are saved with the turn
+  (:meth:`acp_agent.agent.PromptTurn.save_state`), also when it is cancelled, with every
+  unanswered tool call closed by a return saying it did not run, so the model's history
+  stays valid; the next turn, here or after ``session/load`` in another process, starts
+  from every turn's saved messages;
+* a tool declared a plan tool (``metadata={"acp_plan": True}``) also sends its ``entries``
+  as the session's ``plan``; ``commands=`` are advertised, their text goes to the model;
+* a failed model request is one :class:`~acp_agent.adapters.turns.ModelFailed` error
+  (its reason, its HTTP status) and saves nothing; usage counts into the prompt result and,
+  when the context window is known, is sent as ``usage_update``.
+
+:func:`editor_toolset` gives the client's editor as pydantic-ai tools. The model is the
+``model`` config option when more than one is offered (``models=``). MCP servers given
+in ``session/new`` are not connected yet (the agent's own toolsets are used).
+
+This module imports pydantic-ai only when an agent is adapted or a toolset made.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Final
+
+import anyio
+
+from ..agent import Agent, Command, ConfigOption, PromptCapabilities, PromptTurn, StopReason
+from ..client import ToolKind, ToolStatus
+from ..errors import AcpError
+from ..session import Session
+from . import editor
+from .turns import (
+    PATH_KEY,
+    PLAN_KEY,
+    AdapterTurn,
+    ModelFailed,
+    declared_kind,
+    plan_entries,
+    saved,
+    unwinding,
+)
+
+if TYPE_CHECKING:
+    from pydantic_ai.agent import AbstractAgent
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.models import Model
+    from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext
+    from pydantic_ai.toolsets import FunctionToolset
+
+__all__ = ["PydanticAIAgent", "adapt", "editor_toolset"]
+
+NOT_RUN: Final = "The tool call did not run: the turn was cancelled."
+DISMISSED: Final = "The tool call did not run: the person dismissed the permission request."
+REJECTED: Final = "The person rejected this tool call; it did not run."
+
+
+class _Dismissed(Exception):
+    """A permission request was dismissed: the turn ends ``cancelled``."""
+
+
+def adapt(agent: Any) -> PydanticAIAgent:
+    """The registry's entry point (:data:`acp_agent.adapters.FRAMEWORKS`)."""
+    from pydantic_ai.agent import AbstractAgent
+
+    if not isinstance(agent, AbstractAgent):
+        raise TypeError(f"{type(agent).__qualname__} is not a pydantic-ai agent")
+    return PydanticAIAgent(agent)
+
+
+def _model_name(model: Model | str) -> str:
+    return model if isinstance(model, str) else model.model_name
+
+
+class PydanticAIAgent(Agent):
+    """A pydantic-ai ``Agent`` as an ACP agent.
+
+    ``models``: more models to offer as the ``model`` config option (the agent's own model
+    is the default); ``context_window``: the model's window in tokens, to send
+    ``usage_update`` (unknown: none is sent); ``deps``: the run's dependencies;
+    ``commands``: slash commands to advertise (their text goes to the model as typed).
+    """
+
+    name = "pydantic-ai"
+    prompt_capabilities: ClassVar[PromptCapabilities] = {"image": True, "embeddedContext": True}
+
+    def __init__(
+        self,
+        agent: AbstractAgent[Any, Any],
+        *,
+        models: Sequence[Model | str] = (),
+        context_window: int | None = None,
+        deps: Any = None,
+        commands: Sequence[Command] = (),
+    ) -> None:
+        self.agent = agent
+        self._commands = list(commands)
+        self.deps = deps
+        self.context_window = context_window
+        own = agent.model
+        choices = [own] if own is not None else []
+        choices += [m for m in models if _model_name(m) not in {_model_name(c) for c in choices}]
+        self.models: dict[str, Model | str] = {_model_name(m): m for m in choices}
+
+    def commands(self, session: Session) -> Sequence[Command]:
+        return self._commands
+
+    def config_options(self, session: Session) -> Sequence[ConfigOption]:
+        if len(self.models) < 2:
+            return ()
+        names = list(self.models)
+        return [
+            {
+                "id": "model",
+                "name": "Model",
+                "type": "select",
+                "category": "model",
+                "default": names[0],
+                "options": [{"value": n, "name": n} for n in names],
+            }
+        ]
+
+    async def prompt(self, turn: PromptTurn) -> StopReason:
+        run = _Run(self, AdapterTurn(turn))
+        with run.adapter.active():
+            return await run.run()
+
+
+class _Run:
+    """One prompt turn: one pydantic-ai run, its events made ACP updates."""
+
+    def __init__(self, owner: PydanticAIAgent, adapter: AdapterTurn) -> None:
+        self.owner = owner
+        self.adapter = adapter
+        self.client = adapter.client
+        self.responses = 0
+        self.message_id = ""
+        self.agent_run: Any = None
+
+    async def run(self) -> StopReason:
+        from pydantic_ai import ModelMessagesTypeAdapter
+        from pydantic_ai.capabilities import HandleDeferredToolCalls
+        from pydantic_ai.exceptions import UsageLimitExceeded
+
+        memory, _ = saved(self.adapter.session)
+        history = ModelMessagesTypeAdapter.validate_python([m for turn in memory for m in turn])
+        chosen = self.adapter.session.config.get("model")
+        model = self.owner.models.get(chosen) if isinstance(chosen, str) else None
+        stop: StopReason = "cancelled"
+        unanswered = NOT_RUN
+        try:
+            async with self.owner.agent.iter(
+                _user_content(self.adapter.turn.blocks),
+                message_history=history,
+                model=model,
+                deps=self.owner.deps,
+                capabilities=[HandleDeferredToolCalls(handler=self._approve)],
+            ) as agent_run:
+                self.agent_run = agent_run
+                async for node in agent_run:
+                    await self._node(agent_run, node)
+            stop = _stop_reason(agent_run.all_messages())
+        except _Dismissed:
+            unanswered = DISMISSED
+            await self._close_calls(DISMISSED)
+        except UsageLimitExceeded as exc:
+            stop = "max_tokens" if "token" in str(exc).lower() else "max_turn_requests"
+        except anyio.get_cancelled_exc_class():
+            # the model keeps what the person saw; open calls are answered "did not run"
+            with unwinding():
+                await self._close_calls(NOT_RUN)
+            self._count_usage()
+            self._save(NOT_RUN)
+            raise
+        except Exception as exc:
+            # nothing of a failed turn is saved into the model's history
+            error = _model_error(exc)
+            with unwinding():
+                await self._close_calls(f"Error: {error.reason if error else exc}")
+            if error is not None:
+                raise error from None
+            raise
+        self._count_usage()
+        self._save(unanswered)
+        return stop
+
+    # ------------------------------------------------------------------ events
+
+    async def _node(self, agent_run: Any, node: Any) -> None:
+        from pydantic_ai import Agent as PaiAgent
+
+        if PaiAgent.is_model_request_node(node):
+            self.responses += 1
+            self.message_id = f"{self.adapter.turn.turn_id}_m{self.responses}"
+            streaming: Any = node.stream(agent_run.ctx)
+            async with streaming as stream:
+                async for event in stream:
+                    await self._model_event(event)
+            await self._report_context(agent_run.all_messages())
+        elif PaiAgent.is_call_tools_node(node):
+            async with node.stream(agent_run.ctx) as stream:
+                async for event in stream:
+                    await self._tool_event(event)
+
+    async def _model_event(self, event: Any) -> None:
+        from pydantic_ai.messages import (
+            PartDeltaEvent,
+            PartStartEvent,
+            TextPart,
+            TextPartDelta,
+            ThinkingPart,
+            ThinkingPartDelta,
+            ToolCallPart,
+        )
+
+        if isinstance(event, PartStartEvent):
+            part = event.part
+            if isinstance(part, TextPart) and part.content:
+                await self.client.message(part.content, message_id=self.message_id)
+            elif isinstance(part, ThinkingPart) and part.content:
+                await self.client.thought(part.content, message_id=self.message_id + "_t")
+            elif isinstance(part, ToolCallPart):
+                await self._announce(part)
+        elif isinstance(event, PartDeltaEvent):
+            delta = event.delta
+            if isinstance(delta, TextPartDelta) and delta.content_delta:
+                await self.client.message(delta.content_delta, message_id=self.message_id)
+            elif isinstance(delta, ThinkingPartDelta) and delta.content_delta:
+                await self.client.thought(delta.content_delta, message_id=self.message_id + "_t")
+
+    async def _tool_event(self, event: Any) -> None:
+        from pydantic_ai.messages import FunctionToolCallEvent, FunctionToolResultEvent
+
+        if isinstance(event, FunctionToolCallEvent):
+            part = event.part
+            await self._announce(part)
+            # the complete arguments; a call waiting for approval stays pending
+            runs = event.args_valid is not None and not self._needs_approval(part.tool_name)
+            await self._describe(part, status="in_progress" if runs else None)
+            metadata = self._metadata(part.tool_name)
+            entries = plan_entries(_args(part)) if metadata and metadata.get(PLAN_KEY) else None
+            if runs and entries is not None:
+                await self.client.plan(entries)
+        elif isinstance(event, FunctionToolResultEvent):
+            result = event.part
+            failed = getattr(result, "outcome", "success") != "success"
+            await self.adapter.calls.finish(
+                result.tool_call_id, result.model_response_str(), failed=failed
+            )
+
+    def _tool_def(self, name: str) -> Any:
+        manager = getattr(self.agent_run.ctx.deps, "tool_manager", None) if self.agent_run else None
+        return manager.get_tool_def(name) if manager is not None else None
+
+    def _needs_approval(self, name: str) -> bool:
+        tool_def = self._tool_def(name)
+        return tool_def is not None and tool_def.kind == "unapproved"
+
+    def _metadata(self, name: str) -> Mapping[str, Any] | None:
+        tool_def = self._tool_def(name)
+        metadata = tool_def.metadata if tool_def is not None else None
+        return metadata if isinstance(metadata, Mapping) else None
+
+    async def _announce(self, part: Any) -> Any:
+        """The ACP call for ``part``, announced ``pending`` when the model starts it."""
+        kind: ToolKind = declared_kind(self._metadata(part.tool_name))
+        return await self.adapter.calls.announce(part.tool_call_id, part.tool_name, kind=kind)
+
+    async def _describe(self, part: Any, status: ToolStatus | None) -> None:
+        """Send the call's complete arguments (and the path it touches, if declared)."""
+        call = self.adapter.calls.get(part.tool_call_id)
+        if call is None or call.finished:
+            return
+        args = _args(part)
+        metadata = self._metadata(part.tool_name)
+        path_arg = metadata.get(PATH_KEY) if metadata else None
+        locations = None
+        if isinstance(path_arg, str) and isinstance(args.get(path_arg), str):
+            # a path outside the session's roots is not shown (the tool refuses it)
+            with contextlib.suppress(AcpError, ValueError):
+                path = self.adapter.session.resolve_path(args[path_arg])
+                if self.client.allow_outside_roots or self.adapter.session.within_roots(path):
+                    locations = [{"path": path}]
+        await call.update(status=status, raw_input=args, locations=locations)
+
+    async def _approve(
+        self, ctx: RunContext[Any], requests: DeferredToolRequests
+    ) -> DeferredToolResults:
+        from pydantic_ai.tools import DeferredToolResults, ToolDenied
+
+        results = DeferredToolResults()
+        for part in requests.approvals:
+            call = await self._announce(part)
+            decision = await self.adapter.approvals.ask(self.client, call, part.tool_name)
+            if decision == "dismissed":
+                raise _Dismissed
+            if decision == "allow":
+                results.approvals[part.tool_call_id] = True
+                await call.update(status="in_progress")
+            else:
+                results.approvals[part.tool_call_id] = ToolDenied(REJECTED)
+        return results
+
+    # ------------------------------------------------------------------ the end
+
+    async def _close_calls(self, text: str) -> None:
+        await self.adapter.calls.fail_open(text)
+
+    def _save(self, unanswered: str) -> None:
+        from pydantic_ai import ModelMessagesTypeAdapter
+
+        if self.agent_run is None:
+            return
+        messages = _closed(list(self.agent_run.new_messages()), unanswered)
+        self.adapter.save(ModelMessagesTypeAdapter.dump_python(messages, mode="json"))
+
+    def _count_usage(self) -> None:
+        if self.agent_run is None:
+            return
+        usage = self.agent_run.usage
+        if usage.input_tokens or usage.output_tokens:
+            self.adapter.add_usage(usage.input_tokens, usage.output_tokens)
+
+    async def _report_context(self, messages: list[ModelMessage]) -> None:
+        from pydantic_ai.messages import ModelResponse
+
+        window = self.owner.context_window
+        last = messages[-1] if messages else None
+        if window and isinstance(last, ModelResponse) and last.usage.total_tokens:
+            await self.client.usage(last.usage.total_tokens, window)
+
+
+def _args(part: Any) -> dict[str, Any]:
+    try:
+        args = part.args_as_dict()
+    except Exception:
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def _closed(messages: list[ModelMessage], text: str) -> list[ModelMessage]:
+    """``messages`` with every tool call of a trailing response answered by ``text``."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart
+
+    last = messages[-1] if messages else None
+    if isinstance(last, ModelResponse) and last.tool_calls:
+        returns = [
+            ToolReturnPart(call.tool_name, text, call.tool_call_id, outcome="interrupted")
+            for call in last.tool_calls
+        ]
+        messages.append(ModelRequest(parts=returns))
+    return messages
+
+
+def _stop_reason(messages: list[ModelMessage]) -> StopReason:
+    from pydantic_ai.messages import ModelResponse
+
+    last = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+    reason = last.finish_reason if last is not None else None
+    if reason == "length":
+        return "max_tokens"
+    if reason == "content_filter":
+        return "refusal"
+    return "end_turn"
+
+
+def _model_error(exc: BaseException) -> ModelFailed | None:
+    """The JSON-RPC error for a failed model request, or None if ``exc`` is not one."""
+    from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior
+
+    if isinstance(exc, ModelHTTPError):
+        body = exc.body
+        message = None
+        if isinstance(body, Mapping):
+            inner = body.get("error", body)
+            message = inner.get("message") if isinstance(inner, Mapping) else None
+        return ModelFailed(
+            f"HTTP {exc.status_code} from {exc.model_name}: {message or exc.message}",
+            status=exc.status_code,
+        )
+    if isinstance(exc, ModelAPIError):
+        return ModelFailed(f"{exc.model_name}: {exc.message}")
+    if isinstance(exc, UnexpectedModelBehavior):
+        return ModelFailed(f"unexpected model behaviour: {exc.message}")
+    return None
+
+
+def _user_content(blocks: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """ACP prompt blocks as pydantic-ai user content (text, images; links and embedded
+    resources as text)."""
+    from pydantic_ai.messages import BinaryContent
+
+    out: list[Any] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            out.append(str(block.get("text", "")))
+        elif kind == "image" and isinstance(block.get("data"), str):
+            data = base64.b64decode(block["data"])
+            out.append(BinaryContent(data, media_type=str(block.get("mimeType", "image/png"))))
+        elif kind == "resource_link":
+            out.append(f"[{block.get('name') or block.get('uri', '')}]({block.get('uri', '')})")
+        elif kind == "resource":
+            resource = block.get("resource")
+            if isinstance(resource, Mapping) and isinstance(resource.get("text"), str):
+                out.append(
+                    f'<resource uri="{resource.get("uri", "")}">\n{resource["text"]}\n</resource>'
+                )
+    return out or [""]
+
+
+def editor_toolset(
+    *, approve_writes: bool = True, approve_commands: bool = True
+) -> FunctionToolset[Any]:
+    """The client's editor as pydantic-ai tools: ``read_file``, ``write_file`` and
+    ``run_command`` (``sh -c`` in a client terminal). Each is offered only when the
+    client advertised its capability; paths stay inside the session's roots. Writing
+    and running ask the person first unless told not to."""
+    from pydantic_ai import RunContext
+    from pydantic_ai.exceptions import ModelRetry
+    from pydantic_ai.tools import ToolDefinition
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from .turns import current_turn
+
+    async def offered(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition | None:
+        try:
+            turn = current_turn()
+        except LookupError:
+            return None
+        return tool_def if tool_def.name in editor.available(turn.client) else None
+
+    toolset: FunctionToolset[Any] = FunctionToolset()
+
+    async def read_file(path: str, line: int | None = None, limit: int | None = None) -> str:
+        """Read a text file of the project (as the editor has it, unsaved changes included).
+
+        Args:
+            path: the file, absolute or relative to the project folder
+            line: the first line to read (1-based)
+            limit: how many lines to read at most
+        """
+        try:
+            return await editor.read_file(current_turn(), path, line, limit)
+        except editor.EditorError as exc:
+            raise ModelRetry(str(exc)) from None
+
+    async def write_file(path: str, content: str) -> str:
+        """Write a text file of the project (created if it does not exist).
+
+        Args:
+            path: the file, absolute or relative to the project folder
+            content: the whole new content of the file
+        """
+        try:
+            return await editor.write_file(current_turn(), path, content)
+        except editor.EditorError as exc:
+            raise ModelRetry(str(exc)) from None
+
+    async def run_command(ctx: RunContext[Any], command: str) -> str:
+        """Run a shell command in the project folder; returns its exit status and output.
+
+        Args:
+            command: the command line, run with sh -c
+        """
+        try:
+            return await editor.run_command(current_turn(), command, tool_call_id=ctx.tool_call_id)
+        except editor.EditorError as exc:
+            raise ModelRetry(str(exc)) from None
+
+    # annotations are text here (postponed): give pydantic-ai the class it looks for
+    run_command.__annotations__["ctx"] = RunContext[Any]
+    toolset.add_function(
+        read_file, prepare=offered, metadata={"acp_kind": "read", PATH_KEY: "path"}
+    )
+    toolset.add_function(
+        write_file,
+        prepare=offered,
+        requires_approval=approve_writes,
+        metadata={"acp_kind": "edit", PATH_KEY: "path"},
+    )
+    toolset.add_function(
+        run_command,
+        prepare=offered,
+        requires_approval=approve_commands,
+        metadata={"acp_kind": "execute"},
+    )
+    return toolset
