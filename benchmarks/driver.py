@@ -60,8 +60,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--output",
         type=Path,
-        help="where to write the markdown report (default: benchmarks/RESULTS.md; "
-        "--smoke writes none unless given)",
+        help="also write the markdown report there (default: print it only; "
+        "--output benchmarks/RESULTS.md records a run)",
     )
     return parser.parse_args(argv)
 
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = shlex.join(["python", "-m", "benchmarks", *(sys.argv[1:] if argv is None else argv)])
     report = render(results, settings, elapsed, args.smoke, command)
     print(report)
-    output = args.output or (None if args.smoke else BENCH_DIR / "RESULTS.md")
+    output = args.output
     if output is not None:
         output.write_text(report, encoding="utf-8")
         log(f"wrote {output}")

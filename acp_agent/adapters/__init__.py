@@ -51,6 +51,10 @@ class Framework:
 
 FRAMEWORKS: Final[list[Framework]] = [
     Framework("pydantic-ai", "pydantic_ai", "acp_agent.adapters.pydantic_ai:adapt", "pydantic-ai"),
+    Framework("LangGraph", "langgraph", "acp_agent.adapters.langgraph:adapt", "langgraph"),
+    Framework(
+        "OpenAI Agents SDK", "agents", "acp_agent.adapters.openai_agents:adapt", "openai-agents"
+    ),
 ]
 
 EXPECTED: Final = (

@@ -46,7 +46,7 @@ SCENARIOS: Final = {
     "mcp": "calls the first tool named *__add with {a: 2, b: 3}, then reports the result",
     "json": "answers one JSON document instead of a stream",
     "echo": "answers with the roles of the conversation it received",
-    "call": "calls tools with key=value arguments (fake:call add a=2 b=3 ; add a=1 b=1)",
+    "call": "calls tools with key=value or JSON arguments (fake:call add a=2 b=3 ; add a=1 b=1)",
 }
 
 
@@ -249,6 +249,9 @@ def _call_tool(words: list[str], results: list[str]) -> Reply:
         if not name:
             continue
         args: JSON = {}
+        if pairs and pairs[0].startswith("{"):  # fake:call TOOL {"json": ...}
+            calls.append((name, orjson.loads(" ".join(pairs))))
+            continue
         for pair in pairs:
             key, _, value = pair.partition("=")
             args[key] = int(value) if value.lstrip("-").isdigit() else value

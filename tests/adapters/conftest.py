@@ -6,11 +6,20 @@ tested is the subprocess's behaviour on the wire.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+
+from acp_agent.llm.fake_server import FakeModelServer
 
 
 @pytest.fixture
 def anyio_backend() -> Any:
     return "asyncio"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer.running() as server:
+        yield server

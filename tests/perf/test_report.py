@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from benchmarks import driver
 from benchmarks.client import QUICK, AgentSpec
 from benchmarks.report import render, spread
 from benchmarks.scenarios import AgentResult
@@ -44,3 +49,21 @@ def test_the_durable_floor_line_compares_it_with_the_floor() -> None:
     report = render([floor, durable], QUICK, 1.0, smoke=False, command="x")
     assert "takes 165 µs per S2 turn, 1.50x the floor's 110 µs" in report
     assert "Durable floor" not in render([floor], QUICK, 1.0, smoke=False, command="x")
+
+
+def test_a_run_writes_no_report_file_unless_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = Path(driver.__file__).with_name("RESULTS.md")
+    before = results.read_bytes()
+    agent = "nope=" + str(tmp_path / "no-such-agent")
+    assert driver.main(["--quick", "--rounds", "1", "--agent", agent]) == 0
+    assert results.read_bytes() == before
+    assert "# " in capsys.readouterr().out  # the report went to stdout
+    assert (
+        driver.main(
+            ["--quick", "--rounds", "1", "--agent", agent, "--output", str(tmp_path / "r.md")]
+        )
+        == 0
+    )
+    assert (tmp_path / "r.md").read_text(encoding="utf-8").startswith("#")

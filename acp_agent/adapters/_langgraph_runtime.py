@@ -1,0 +1,346 @@
+"""The LangGraph side of the LangGraph adapter: the parts that import the framework.
+
+Owns :class:`SessionCheckpointer`, a LangGraph checkpointer that keeps each thread's
+latest checkpoint (per namespace) and its pending writes in memory and exports them as
+plain JSON, so that the adapter can store a session's graph state beside its ACP
+transcript and restore it in another process; :class:`ToolStarts`, the callback
+handler that tells the adapter when a tool really starts running; the few message
+constructors the adapter needs; and :func:`editor_tools`, the client's editor as LangChain
+tools (asking with ``interrupt()`` before writing or running).
+
+Only :mod:`acp_agent.adapters.langgraph` imports this module, and only when a graph is
+first served, so that importing the adapter does not import LangGraph.
+
+One thread is one ACP session. Only the latest checkpoint of each namespace is kept
+(no time travel): a graph whose state uses LangGraph's beta ``DeltaChannel`` is not
+supported.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import Annotated, Any
+
+from langchain_core.callbacks import AsyncCallbackHandler
+from langchain_core.messages import HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, InjectedToolCallId, ToolException, tool
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+)
+
+JSON = dict[str, Any]
+Typed = tuple[str, bytes]
+
+__all__ = [
+    "SessionCheckpointer",
+    "ToolStarts",
+    "cancelled_result",
+    "editor_tools",
+    "user_message",
+]
+
+
+def _pack(typed: Typed) -> list[str]:
+    return [typed[0], base64.b64encode(typed[1]).decode("ascii")]
+
+
+def _unpack(packed: Any) -> Typed:
+    return str(packed[0]), base64.b64decode(packed[1])
+
+
+class _Latest:
+    """One namespace of one thread: its latest checkpoint and that checkpoint's writes."""
+
+    __slots__ = ("checkpoint", "checkpoint_id", "metadata", "parent_id", "writes")
+
+    def __init__(
+        self, checkpoint_id: str, checkpoint: Typed, metadata: Typed, parent_id: str | None
+    ) -> None:
+        self.checkpoint_id = checkpoint_id
+        self.checkpoint = checkpoint
+        self.metadata = metadata
+        self.parent_id = parent_id
+        #: (task id, index) -> (task id, channel, value, task path)
+        self.writes: dict[tuple[str, int], tuple[str, str, Typed, str]] = {}
+
+    def export(self) -> JSON:
+        return {
+            "id": self.checkpoint_id,
+            "checkpoint": _pack(self.checkpoint),
+            "metadata": _pack(self.metadata),
+            "parent": self.parent_id,
+            "writes": [
+                [task, idx, channel, _pack(value), path]
+                for (task, idx), (_, channel, value, path) in self.writes.items()
+            ],
+        }
+
+    @classmethod
+    def restore(cls, data: JSON) -> _Latest:
+        latest = cls(
+            str(data["id"]),
+            _unpack(data["checkpoint"]),
+            _unpack(data["metadata"]),
+            data.get("parent"),
+        )
+        for task, idx, channel, value, path in data.get("writes", ()):
+            latest.writes[(str(task), int(idx))] = (str(task), str(channel), _unpack(value), path)
+        return latest
+
+
+class SessionCheckpointer(BaseCheckpointSaver[str]):
+    """A checkpointer whose threads are exported to and restored from plain JSON.
+
+    The adapter restores a session's thread when a turn starts, exports it when the turn
+    ends and then forgets it; nothing here touches a disk.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._threads: dict[str, dict[str, _Latest]] = {}
+
+    # -- what the adapter calls -------------------------------------------------------
+
+    def export_thread(self, thread_id: str) -> JSON:
+        return {ns: latest.export() for ns, latest in self._threads.get(thread_id, {}).items()}
+
+    def restore_thread(self, thread_id: str, data: JSON | None) -> None:
+        self._threads[thread_id] = {
+            str(ns): _Latest.restore(value) for ns, value in (data or {}).items()
+        }
+
+    def forget_thread(self, thread_id: str) -> None:
+        self._threads.pop(thread_id, None)
+
+    # -- BaseCheckpointSaver ----------------------------------------------------------
+
+    def _tuple(self, thread_id: str, ns: str, latest: _Latest) -> CheckpointTuple:
+        def config(checkpoint_id: str) -> RunnableConfig:
+            return {
+                "configurable": {
+                    "thread_id": thread_id,
+                    "checkpoint_ns": ns,
+                    "checkpoint_id": checkpoint_id,
+                }
+            }
+
+        writes = sorted(latest.writes.items(), key=lambda item: (item[1][3], item[0]))
+        return CheckpointTuple(
+            config=config(latest.checkpoint_id),
+            checkpoint=self.serde.loads_typed(latest.checkpoint),
+            metadata=self.serde.loads_typed(latest.metadata),
+            parent_config=config(latest.parent_id) if latest.parent_id else None,
+            pending_writes=[
+                (task, channel, self.serde.loads_typed(value))
+                for _, (task, channel, value, _path) in writes
+            ],
+        )
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        configurable = config.get("configurable", {})
+        thread_id = str(configurable["thread_id"])
+        ns = str(configurable.get("checkpoint_ns", ""))
+        latest = self._threads.get(thread_id, {}).get(ns)
+        if latest is None:
+            return None
+        wanted = get_checkpoint_id(config)
+        if wanted is not None and wanted != latest.checkpoint_id:
+            return None
+        return self._tuple(thread_id, ns, latest)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if config is None or (limit is not None and limit <= 0):
+            return
+        configurable = config.get("configurable", {})
+        thread_id = str(configurable["thread_id"])
+        wanted_ns = configurable.get("checkpoint_ns")
+        for ns, latest in self._threads.get(thread_id, {}).items():
+            if wanted_ns is not None and ns != wanted_ns:
+                continue
+            found = self._tuple(thread_id, ns, latest)
+            if filter and any(found.metadata.get(k) != v for k, v in filter.items()):
+                continue
+            yield found
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = str(configurable.get("checkpoint_ns", ""))
+        self._threads.setdefault(thread_id, {})[ns] = _Latest(
+            checkpoint["id"],
+            self.serde.dumps_typed(checkpoint),
+            self.serde.dumps_typed(get_checkpoint_metadata(config, metadata)),
+            configurable.get("checkpoint_id"),
+        )
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        configurable = config["configurable"]
+        thread_id = str(configurable["thread_id"])
+        ns = str(configurable.get("checkpoint_ns", ""))
+        latest = self._threads.get(thread_id, {}).get(ns)
+        if latest is None or latest.checkpoint_id != configurable.get("checkpoint_id"):
+            return  # writes of a checkpoint already superseded
+        for idx, (channel, value) in enumerate(writes):
+            key = (task_id, WRITES_IDX_MAP.get(channel, idx))
+            if key[1] >= 0 and key in latest.writes:
+                continue
+            latest.writes[key] = (task_id, channel, self.serde.dumps_typed(value), task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._threads.pop(thread_id, None)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.get_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        for found in self.list(config, filter=filter, before=before, limit=limit):
+            yield found
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self.put(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self.put_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.delete_thread(thread_id)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        number = 0 if current is None else int(str(current).split(".")[0])
+        return f"{number + 1:032}"
+
+
+class ToolStarts(AsyncCallbackHandler):
+    """Calls ``started(tool_call_id)`` when a tool begins to run (not when it is asked for:
+    an approval comes between the two)."""
+
+    def __init__(self, started: Callable[[str], Awaitable[None]]) -> None:
+        self._started = started
+
+    async def on_tool_start(
+        self, serialized: dict[str, Any], input_str: str, **kwargs: Any
+    ) -> None:
+        tool_call_id = kwargs.get("tool_call_id")
+        if isinstance(tool_call_id, str):
+            await self._started(tool_call_id)
+
+
+def user_message(content: str) -> HumanMessage:
+    return HumanMessage(content=content)
+
+
+def cancelled_result(call: JSON) -> ToolMessage:
+    """The result a tool call left without one (its turn was cancelled) gets, so that the
+    model's history stays valid."""
+    return ToolMessage(
+        content="The user cancelled this tool call; it did not run.",
+        tool_call_id=str(call.get("id")),
+        name=call.get("name"),
+        status="error",
+    )
+
+
+def editor_tools(*, approve_writes: bool, approve_commands: bool) -> list[BaseTool]:
+    """The client's editor (:mod:`acp_agent.adapters.editor`) as LangChain tools."""
+    from langgraph.types import interrupt
+
+    from . import editor
+    from .turns import KIND_KEY, PATH_KEY, current_turn
+
+    def approved(description: str) -> None:
+        answer = interrupt({"description": description})
+        if not isinstance(answer, dict) or answer.get("type") != "approve":
+            raise ToolException("The user rejected this tool call; it did not run.")
+
+    async def read_file(path: str, line: int | None = None, limit: int | None = None) -> str:
+        """Read a text file of the project (as the editor has it, unsaved changes included):
+        path absolute or relative to the project folder, from 1-based line, at most limit
+        lines."""
+        try:
+            return await editor.read_file(current_turn(), path, line, limit)
+        except editor.EditorError as exc:
+            raise ToolException(str(exc)) from None
+
+    async def write_file(path: str, content: str) -> str:
+        """Write the whole content of a text file of the project (created if missing)."""
+        if approve_writes:
+            approved(f"Write {path}")
+        try:
+            return await editor.write_file(current_turn(), path, content)
+        except editor.EditorError as exc:
+            raise ToolException(str(exc)) from None
+
+    async def run_command(command: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Run a shell command (sh -c) in the project folder; its exit status and output."""
+        if approve_commands:
+            approved(f"Run {command}")
+        try:
+            return await editor.run_command(current_turn(), command, tool_call_id=tool_call_id)
+        except editor.EditorError as exc:
+            raise ToolException(str(exc)) from None
+
+    tools: list[BaseTool] = []
+    for function, kind, path in (
+        (read_file, "read", "path"),
+        (write_file, "edit", "path"),
+        (run_command, "execute", None),
+    ):
+        made = tool(function)
+        made.handle_tool_error = True
+        made.metadata = {KIND_KEY: kind, PATH_KEY: path} if path else {KIND_KEY: kind}
+        tools.append(made)
+    return tools

@@ -1,0 +1,125 @@
+"""LangChain ``create_agent`` agents for the LangGraph adapter's tests, on the fake endpoint
+named by ``ACP_FAKE_BASE_URL``, compiled without a checkpointer.
+
+``agent`` has one plain tool and one that needs approval; ``ACP_TEST_APPROVAL`` says how it
+asks: the human-in-the-loop middleware ``batched`` (the default) or ``per_call``, or
+``interrupt``: the tool calls LangGraph's ``interrupt()`` itself. ``planner`` keeps a todo
+list (langchain's ``write_todos``); ``thinker`` answers with a reasoning block; ``served``
+is the agent conformance runs (the reference agent's commands, the editor's tools).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import HumanInTheLoopMiddleware, TodoListMiddleware
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.types import interrupt
+
+from acp_agent.adapters.langgraph import LangGraphAgent, editor_tools
+from acp_agent.adapters.turns import current_turn
+from acp_agent.errors import CapabilityError
+
+APPROVAL = os.environ.get("ACP_TEST_APPROVAL", "batched")
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file of the project."""
+    return f"contents of {path}"
+
+
+@tool
+def run_command(command: str) -> str:
+    """Run a shell command."""
+    if APPROVAL == "interrupt":
+        answer: Any = interrupt({"description": f"Run {command}?"})
+        if answer.get("type") != "approve":
+            return "The user rejected running it."
+    return f"ran {command}"
+
+
+read_file.metadata = {"acp_kind": "read", "acp_path": "path"}
+run_command.metadata = {"acp_kind": "execute"}
+
+model = ChatOpenAI(
+    model="fake",
+    base_url=os.environ.get("ACP_FAKE_BASE_URL", "http://127.0.0.1:9/v1"),
+    api_key="sk-test",  # type: ignore[arg-type]
+    stream_usage=True,
+    max_retries=0,
+)
+middleware = (
+    []
+    if APPROVAL == "interrupt"
+    else [
+        HumanInTheLoopMiddleware(
+            interrupt_on={"run_command": {"allowed_decisions": ["approve", "reject"]}},
+            interrupt_mode=APPROVAL,  # type: ignore[arg-type]
+        )
+    ]
+)
+agent = create_agent(model, [read_file, run_command], middleware=middleware)
+
+planner = create_agent(model, [read_file], middleware=[TodoListMiddleware()])
+
+thought = AIMessage(
+    content=[
+        {"type": "reasoning", "reasoning": "The user greets me."},
+        {"type": "text", "text": "Hello!"},
+    ]
+)
+thinker = create_agent(FakeMessagesListChatModel(responses=[thought]), [])
+
+
+# -- for conformance: the reference agent's commands, answered by the fake endpoint's model
+# (acp_agent.llm.fake_commands) with calls of these tools and the editor's
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+def update_plan(entries: list[dict[str, str]]) -> str:
+    """Replace the plan: each entry has content and status."""
+    return f"the plan has {len(entries)} entries"
+
+
+@tool
+async def notify(severity: str, title: str) -> str:
+    """Show a notice to the person (info, warning or error)."""
+    try:
+        await current_turn().client.notice(severity, title)
+    except CapabilityError:
+        return "the editor does not show notices"
+    return "shown"
+
+
+@tool
+async def compact_context(parts: int) -> str:
+    """Summarise the conversation so far in a number of parts."""
+    client = current_turn().client
+    if not client.capabilities.compaction:
+        return "the editor does not take compactions"
+    compaction = await client.compaction()
+    for i in range(parts):
+        await compaction.chunk(f"summary {i}")
+    await compaction.complete()
+    return f"compacted in {parts} parts"
+
+
+add.metadata = {"acp_kind": "think"}
+update_plan.metadata = {"acp_kind": "think", "acp_plan": True}
+COMMANDS = ("tools", "write", "read", "run", "plan", "notice", "compact", "echo", "stream")
+served = LangGraphAgent(
+    create_agent(model, [add, update_plan, notify, compact_context, *editor_tools()]),
+    commands=[{"name": n, "description": f"/{n}, answered by the model"} for n in COMMANDS],
+)

@@ -1,0 +1,81 @@
+"""Serving a framework agent in a real ``acp-agent-kit --agent`` subprocess on the fake
+endpoint, and reading what its turns sent: shared by the adapters' end-to-end tests."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from acp_agent.llm.fake_server import FakeModelServer
+from tests.helpers.wire_client import (
+    FULL_CAPS,
+    Message,
+    ProcessClient,
+    Turn,
+    is_response,
+    spawn,
+)
+
+SLOW = 30.0  # a first turn imports the framework
+
+
+@asynccontextmanager
+async def served(
+    spec: str,
+    fake: FakeModelServer,
+    store: str = "memory",
+    *extra: str,
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[ProcessClient]:
+    """``acp-agent-kit --agent SPEC`` on ``fake``, initialized."""
+    command = [sys.executable, "-m", "acp_agent", "--store", store, *extra, "--agent", spec]
+    async with spawn(command, env={"ACP_FAKE_BASE_URL": fake.base_url, **(env or {})}) as client:
+        # the agent's module imports its framework before it answers: seconds on a busy machine
+        request_id = await client.request(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": FULL_CAPS}
+        )
+        await client.expect(lambda m: is_response(m, request_id), timeout=SLOW)
+        yield client
+
+
+async def new_session(client: ProcessClient, cwd: Path) -> str:
+    result, _ = await client.call("session/new", {"cwd": str(cwd), "mcpServers": []})
+    return str(result["sessionId"])
+
+
+def answering(option: str | None) -> Callable[[Message], Awaitable[Any]]:
+    """A permission handler that picks ``option`` (None: dismisses the request)."""
+
+    async def answer(request: Message) -> Any:
+        assert request["method"] == "session/request_permission", request
+        if option is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        return {"outcome": {"outcome": "selected", "optionId": option}}
+
+    return answer
+
+
+def calls(turn: Turn) -> dict[str, list[Message]]:
+    """The turn's tool call updates, by tool call id, in order."""
+    out: dict[str, list[Message]] = {}
+    for update in turn.updates:
+        if update["sessionUpdate"] in ("tool_call", "tool_call_update"):
+            out.setdefault(update["toolCallId"], []).append(update)
+    return out
+
+
+def statuses(updates: list[Message]) -> list[str]:
+    return [u["status"] for u in updates if "status" in u]
+
+
+def text(updates: list[Message]) -> str:
+    """The text content of a tool call's updates."""
+    return "".join(
+        item["content"]["text"]
+        for update in updates
+        for item in update.get("content") or ()
+        if item.get("type") == "content"
+    )

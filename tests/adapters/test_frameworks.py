@@ -1,0 +1,234 @@
+"""The LangGraph and OpenAI Agents SDK adapters end to end: the real framework packages on
+the project's fake OpenAI-compatible endpoint, served by a real ``acp-agent-kit --agent``
+subprocess, driven over its pipes by the wire client.
+
+Each test runs for both adapters, on the agents of ``lg_agent.py`` (a LangChain
+``create_agent`` graph compiled without a checkpointer, approval by the human-in-the-loop
+middleware) and ``oa_agent.py`` (an Agents SDK agent on Chat Completions, approval by
+``needs_approval``), each with one plain tool (``read_file``) and one that needs approval
+(``run_command``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langgraph")
+pytest.importorskip("agents")
+
+from acp_agent.llm.fake_server import FakeModelServer
+from tests.helpers.wire_client import ROOT, child_env
+
+from .serving import SLOW, answering, calls, new_session, served, statuses, text
+
+pytestmark = pytest.mark.anyio
+
+AGENTS = {
+    "langgraph": "tests.adapters.lg_agent:agent",
+    "openai-agents": "tests.adapters.oa_agent:served",
+}
+
+
+@pytest.fixture(params=sorted(AGENTS))
+def spec(request: pytest.FixtureRequest) -> str:
+    return AGENTS[str(request.param)]
+
+
+# ----------------------------------------------------------------------------- fidelity
+
+
+async def test_text_streams_in_the_chunks_the_model_sent(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:chunked", timeout=SLOW)
+    assert turn.stop_reason == "end_turn"
+    chunks = turn.texts()
+    assert "".join(chunks) == "Streaming in many small pieces: naïve café ✓ done."
+    assert len(chunks) > 5
+    assert turn.kinds() == ["agent_message_chunk"] * len(chunks)  # nothing else said
+
+
+async def test_a_plain_tool_goes_pending_running_completed_with_its_output(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:parallel", timeout=SLOW)
+    assert turn.stop_reason == "end_turn"
+    assert turn.requests == []
+    by_call = calls(turn)
+    assert len(by_call) == 2
+    for updates, path in zip(by_call.values(), ["a.txt", "b.txt"], strict=True):
+        first = updates[0]
+        assert first["sessionUpdate"] == "tool_call"
+        assert (first["name"], first["kind"], first["status"]) == ("read_file", "read", "pending")
+        assert statuses(updates) == ["pending", "in_progress", "completed"]
+        assert {"path": path} in [u.get("rawInput") for u in updates]
+        assert [{"path": str(tmp_path / path)}] in [u.get("locations") for u in updates]
+        assert text(updates) == f"contents of {path}"
+    assert turn.texts()[-1] == "Both files read: contents of a.txt | contents of b.txt"
+
+
+async def test_usage_is_on_the_result_with_unstable(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake, "memory", "--unstable") as client:
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:parallel", timeout=SLOW)
+    usage = turn.response["result"]["usage"]
+    assert usage["inputTokens"] > 0 and usage["outputTokens"] == 14  # two requests, 7 each
+    assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"]
+
+
+# ----------------------------------------------------------------------------- approval
+
+
+@pytest.mark.parametrize("option", ["allow_once", "reject_once"])
+async def test_approval_is_asked_on_the_streamed_call_before_it_runs(
+    spec: str, option: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        client.on_request = answering(option)
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:run echo hi", timeout=SLOW)
+    assert turn.stop_reason == "end_turn"
+    [request] = turn.requests
+    [(call_id, updates)] = calls(turn).items()
+    assert request["params"]["toolCall"]["toolCallId"] == call_id
+    assert (updates[0]["name"], updates[0]["kind"]) == ("run_command", "execute")
+    said = turn.texts()[-1]
+    if option == "allow_once":
+        assert statuses(updates) == ["pending", "in_progress", "completed"]
+        assert text(updates) == "ran echo hi"
+        assert said == "The command said: ran echo hi"
+    else:
+        assert statuses(updates) == ["pending", "failed"]  # it never ran
+        assert "ran echo hi" not in said
+
+
+async def test_a_dismissed_approval_cancels_the_turn_and_keeps_history_valid(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        client.on_request = answering(None)
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:run echo hi", timeout=SLOW)
+        assert turn.stop_reason == "cancelled"
+        [(_, updates)] = calls(turn).items()
+        assert statuses(updates) == ["pending", "failed"]
+        assert "ran echo hi" not in str(turn.updates)
+        after = await client.prompt(sid, "fake:echo", timeout=SLOW)
+    assert after.stop_reason == "end_turn"
+    assert fake.script.id_errors == []
+    # the model's call got a result before the next user message: no dangling call
+    roles = [m["role"] for m in fake.requests[-1]["messages"] if m["role"] != "system"]
+    assert roles == ["user", "assistant", "tool", "user"]
+
+
+# ----------------------------------------------------------------------------- cancel
+
+
+async def test_cancel_ends_the_turn_cancelled_and_the_next_one_runs(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        sid = await new_session(client, tmp_path)
+        request_id = await client.start_prompt(sid, "fake:slow")
+        await client.expect(
+            lambda m: (
+                m.get("method") == "session/update"
+                and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+            ),
+            timeout=SLOW,
+        )
+        cancelled = await client.cancel(sid, request_id)
+        assert cancelled.stop_reason == "cancelled"
+        after = await client.prompt(sid, "fake:cold", timeout=SLOW)
+    assert after.stop_reason == "end_turn"
+    assert after.texts() == ["Hello from the fake model."]
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+async def test_a_new_process_loads_the_session_and_the_model_remembers(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    store = str(tmp_path / "sessions.db")
+    async with served(spec, fake, store) as client:
+        client.on_request = answering("allow_always")
+        sid = await new_session(client, tmp_path)
+        first = await client.prompt(sid, "my word is zebra fake:cold", timeout=SLOW)
+        assert first.stop_reason == "end_turn"
+        ran = await client.prompt(sid, "fake:run echo one", timeout=SLOW)
+        assert len(ran.requests) == 1
+    async with served(spec, fake, store) as client:
+        client.on_request = answering(None)  # asking again would dismiss: a failure
+        _, replay = await client.call(
+            "session/load", {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+        )
+        assert any(u["params"]["update"].get("toolCallId") for u in replay)
+        again = await client.prompt(sid, "fake:run echo two", timeout=SLOW)
+        assert again.requests == []  # "always allow" was remembered with the session
+        assert again.texts()[-1] == "The command said: ran echo two"
+        echo = await client.prompt(sid, "fake:echo", timeout=SLOW)
+    sent = fake.requests[-1]["messages"]
+    users = [m["content"] for m in sent if m["role"] == "user"]
+    said = ["my word is zebra fake:cold", "fake:run echo one", "fake:run echo two", "fake:echo"]
+    assert users == said
+    assert echo.texts()[-1].startswith("roles: ")
+    assert fake.script.id_errors == []
+
+
+# ----------------------------------------------------------------------------- cold start
+
+
+def test_importing_the_adapters_imports_no_framework() -> None:
+    code = (
+        "import sys, acp_agent.adapters.langgraph, acp_agent.adapters.openai_agents;"
+        "print(sorted({m.split('.')[0] for m in sys.modules}"
+        " & {'langgraph', 'langchain', 'langchain_core', 'agents', 'openai'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+async def test_a_model_error_is_one_error_and_stays_out_of_the_history(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        sid = await new_session(client, tmp_path)
+        failed = await client.prompt(sid, "fake:unauthorized", timeout=SLOW)
+        assert failed.error is not None
+        assert failed.error["code"] == -32603
+        assert failed.error["data"]["status"] == 401
+        assert "Incorrect API key provided" in failed.error["message"]
+        after = await client.prompt(sid, "fake:echo", timeout=SLOW)
+    assert after.stop_reason == "end_turn"
+    sent = fake.requests[-1]["messages"]
+    assert [m["role"] for m in sent if m["role"] != "system"][-1] == "user"
+    assert not any(m["role"] in ("assistant", "tool") for m in sent)  # nothing of the failure
+
+
+async def test_a_call_of_a_tool_the_agent_lacks(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(spec, fake) as client:
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:call no_such_tool", timeout=SLOW)
+    if "lg_agent" in spec:  # LangGraph's tool node tells the model; the call fails
+        assert turn.stop_reason == "end_turn"
+        [(_, updates)] = calls(turn).items()
+        assert updates[0]["name"] == "no_such_tool" and statuses(updates)[-1] == "failed"
+    else:  # the Agents SDK stops the run: the one model error
+        assert turn.error is not None and turn.error["code"] == -32603
+        assert "no_such_tool" in turn.error["data"]["reason"]
