@@ -160,8 +160,9 @@ async def test_a_restart_while_idle_poisons_no_session(
         assert await turns_in_db(url, sid) == 3
 
 
-async def test_killed_connections_mid_turn_end_it_cleanly(
-    server: PostgresServer, tmp_path: Path
+@pytest.mark.parametrize("fault", ["pg_terminate_backend", "restart"])
+async def test_connections_lost_mid_turn_end_it_cleanly(
+    server: PostgresServer, tmp_path: Path, fault: str
 ) -> None:
     url = fresh_schema_url(server.url)
     async with host(url) as agent:
@@ -171,13 +172,16 @@ async def test_killed_connections_mid_turn_end_it_cleanly(
         with anyio.fail_after(10):  # the turn's beginning is written while it sleeps
             while await turns_in_db(url, sid) == 0:  # noqa: ASYNC110 - another process
                 await anyio.sleep(0.02)
-        killed = await anyio.to_thread.run_sync(
-            sql,
-            server.url,
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
-        )
-        assert killed, "the host had no connection to kill"
+        if fault == "restart":
+            await anyio.to_thread.run_sync(restart, server)
+        else:
+            killed = await anyio.to_thread.run_sync(
+                sql,
+                server.url,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+            )
+            assert killed, "the host had no connection to kill"
         # The other session is not held behind it, and its write goes through.
         turn = await agent.prompt(other, "/echo meanwhile")
         assert turn.stop_reason == "end_turn", turn.response
