@@ -1,5 +1,5 @@
 """Persistence glue: writes each turn's steps to the :class:`~acp_agent.store.SessionStore`,
-in order, one :class:`~acp_agent.store.TurnWrite` (one transaction) at a time.
+each session's in order, one :class:`~acp_agent.store.TurnWrite` (one transaction) each.
 
 It owns the queue of turn writes (:class:`Persister`), the one task that writes them, and
 the per-session :class:`~acp_agent.history.TurnSink` handed to ``History``
@@ -55,7 +55,8 @@ def _size(item: JsonText | PackedJson) -> int:
 
 
 class Persister:
-    """Writes turns to the store in order, from one task, one ``TurnWrite`` at a time."""
+    """Writes turns to the store from one task: what is queued, each session's writes in
+    order and the sessions at once."""
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
@@ -120,14 +121,40 @@ class Persister:
             with anyio.move_on_after(FLUSH_DELAY):
                 await self._due.wait()
             while self._queue:
-                await self._write(self._queue[0])
+                await self._write_batch()
             self._work = anyio.Event()
             self._due = anyio.Event()
 
+    async def _write_batch(self) -> None:
+        """Write everything queued: each session's writes in order, the sessions at once
+        (a store may commit them together); progress is counted when all are done."""
+        batch = list(self._queue)
+        by_session: dict[str, list[TurnWrite]] = {}
+        for write in batch:
+            if self._open.get(write.session_id) is write:
+                del self._open[write.session_id]  # later steps start a new write
+            by_session.setdefault(write.session_id, []).append(write)
+        try:
+            if len(by_session) == 1:
+                await self._write_in_order(batch)
+            else:
+                async with anyio.create_task_group() as tg:
+                    for writes in by_session.values():
+                        tg.start_soon(self._write_in_order, writes)
+        finally:
+            for write in batch:
+                self._queue.popleft()
+                self._done += _steps(write)
+                self._queued_bytes -= sum(map(_size, write.updates))
+            progress, self._progress = self._progress, anyio.Event()
+            progress.set()
+
+    async def _write_in_order(self, writes: list[TurnWrite]) -> None:
+        for write in writes:
+            await self._write(write)
+
     async def _write(self, write: TurnWrite) -> None:
-        """Write the head of the queue (or set it aside if its session failed)."""
-        if self._open.get(write.session_id) is write:
-            del self._open[write.session_id]  # later steps start a new write
+        """Write one write (or set it aside if its session failed)."""
         session_id = write.session_id
         try:
             if session_id in self.failed:
@@ -147,12 +174,6 @@ class Persister:
         except Exception as exc:
             self.failed[session_id] = _as_store_error(exc, self.store)
             self._held_back[session_id] = [write]
-        finally:
-            self._queue.popleft()
-            self._done += _steps(write)
-            self._queued_bytes -= sum(map(_size, write.updates))
-            progress, self._progress = self._progress, anyio.Event()
-            progress.set()
 
     # --- waiting for the writer --------------------------------------------------------------
 

@@ -11,8 +11,10 @@ twice: with the server's defaults (each commit waits for its WAL flush), and wit
 ``synchronous_commit=off`` for the store's sessions (a commit survives the agent's death but
 the database server's crash may lose the last fraction of a second: the durability class of
 the SQLite store, whose WAL runs ``synchronous=NORMAL``). The same run on one host with the
-default SQLite store (a file in a temporary directory) is printed beside it. Needs
-PostgreSQL's server binaries and the ``postgres`` extra.
+default SQLite store (a file in a temporary directory) is printed beside it, and so is
+``pgbench`` on the same server (one-row insert transactions, 1 and 50 clients): the most
+commits per second the server and its disk give, the limit of any store on it. Needs
+PostgreSQL's server binaries (``pgbench`` among them) and the ``postgres`` extra.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import asyncio
 import itertools
 import math
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from tests.helpers.postgres import fresh_schema_url, running
+from tests.helpers.postgres import find_bin_dir, fresh_schema_url, running
 
 CAPS = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
 
@@ -141,6 +145,27 @@ CONFIGURATIONS = [
 ]
 
 
+PGBENCH_SECONDS = 5
+
+
+def pgbench(url: str, clients: int, cwd: str) -> float:
+    """Transactions per second of ``pgbench`` inserting one row per transaction."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS pgbench_one (id bigserial, body text)")
+    script = os.path.join(cwd, "one-row-insert.sql")
+    with open(script, "w") as file:
+        file.write("INSERT INTO pgbench_one (body) VALUES ('x');\n")
+    command = [str(find_bin_dir() / "pgbench"), "-n", "-f", script, "-c", str(clients)]
+    command += ["-j", str(min(clients, 2)), "-T", str(PGBENCH_SECONDS), url]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
+    found = re.search(r"tps = ([0-9.]+)", done.stdout)
+    if found is None:
+        raise RuntimeError(f"pgbench said: {done.stdout} {done.stderr}")
+    return float(found.group(1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[1, 2, 4])
@@ -160,11 +185,15 @@ def main() -> None:
             for name, settings in CONFIGURATIONS:
                 for hosts in args.hosts:
                     measure(name, fresh_schema_url(server, **settings), hosts, cwd)
+            limits = [(clients, pgbench(server, clients, cwd)) for clients in (1, 50)]
     print(f"`/echo` turns, {args.sessions} sessions per host, {args.turns} turns per session\n")
     print("| store | hosts | turns/s | p99 turn latency (ms) |")
     print("|---|---:|---:|---:|")
     for name, hosts, rate, tail in rows:
         print(f"| {name} | {hosts} | {rate:.0f} | {tail:.1f} |")
+    for clients, tps in limits:
+        noun = "client" if clients == 1 else "clients"
+        print(f"| `pgbench`, one-row insert transactions, {clients} {noun} | | {tps:.0f} tps | |")
 
 
 if __name__ == "__main__":

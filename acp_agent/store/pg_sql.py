@@ -6,7 +6,7 @@ and the statements of ``acp_agent.store.postgres``. It runs nothing and imports 
 
 Text is compared byte by byte (``COLLATE "C"``), as Python compares strings, whatever the
 database's locale. PostgreSQL text cannot hold NUL, so the store escapes text (see
-``postgres._escape``) before it gets here. Every table name starts with ``acp_``,
+``pg_rows.escape``) before it gets here. Every table name starts with ``acp_``,
 unqualified: the connection's ``search_path`` (for example
 ``?options=-csearch_path%3Dmyschema`` in the URL) decides the schema.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 #: serialises schema creation and migration across hosts (an arbitrary constant)
 SCHEMA_LOCK: Final = 0x616370_5347  # "acpSG"
@@ -151,6 +151,60 @@ END
 $$;
 """,
 }
+
+# Version 2: the same turn write in fewer statements: the turn is looked up first, the
+# lease checked and the session touched by one UPDATE, a turn begun and ended at once
+# inserted ended. (The turn lookup needs no lock: a write of another holder moves the token,
+# so the UPDATE refuses this one.)
+MIGRATIONS[2] = """
+CREATE OR REPLACE FUNCTION acp_write_turn(
+    p_session text, p_turn text, p_holder text, p_token bigint, p_ttl double precision,
+    p_now text, p_begin boolean, p_items text[], p_end text
+) RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+    v_seq integer;
+    v_stop text;
+    v_found boolean;
+    v_part integer := 0;
+BEGIN
+    SELECT seq, stop_reason INTO v_seq, v_stop
+        FROM acp_turns WHERE session_id = p_session AND turn_id = p_turn;
+    v_found := FOUND;
+    IF p_begin AND v_found THEN
+        RETURN CASE WHEN v_stop IS NULL THEN 3 ELSE 4 END;
+    ELSIF NOT p_begin AND NOT v_found THEN
+        RETURN CASE WHEN EXISTS (SELECT FROM acp_sessions WHERE session_id = p_session)
+            THEN 5 ELSE 1 END;
+    ELSIF NOT p_begin AND v_stop IS NOT NULL THEN
+        RETURN 4;
+    END IF;
+    UPDATE acp_sessions
+        SET updated_at = p_now,
+            lease_expires = clock_timestamp() + make_interval(secs => p_ttl)
+        WHERE session_id = p_session AND lease_holder = p_holder AND lease_token = p_token;
+    IF NOT FOUND THEN
+        RETURN CASE WHEN EXISTS (SELECT FROM acp_sessions WHERE session_id = p_session)
+            THEN 2 ELSE 1 END;
+    END IF;
+    IF p_begin THEN
+        SELECT coalesce(max(seq) + 1, 0) INTO v_seq FROM acp_turns WHERE session_id = p_session;
+        INSERT INTO acp_turns (session_id, seq, turn_id, stop_reason)
+            VALUES (p_session, v_seq, p_turn, p_end);
+        DELETE FROM acp_prompt_queue WHERE session_id = p_session AND turn_id = p_turn;
+    ELSE
+        SELECT coalesce(max(part) + 1, 0) INTO v_part
+            FROM acp_updates WHERE session_id = p_session AND turn_seq = v_seq;
+    END IF;
+    IF cardinality(p_items) > 0 THEN
+        INSERT INTO acp_updates VALUES (p_session, v_seq, v_part, p_items);
+    END IF;
+    IF p_end IS NOT NULL AND NOT p_begin THEN
+        UPDATE acp_turns SET stop_reason = p_end WHERE session_id = p_session AND seq = v_seq;
+    END IF;
+    RETURN 0;
+END
+$$;
+"""
 
 SET_VERSION: Final = "UPDATE acp_schema_version SET version = %s"
 

@@ -5,6 +5,10 @@ transaction under an advisory lock, so hosts starting together do not race; the 
 recorded from the first one), and one live owner per session: the *lease*. The SQL text
 lives in ``acp_agent.store.pg_sql``. It knows nothing of JSON-RPC or the connection.
 
+Turn writes of this host waiting at the same moment are committed together, in one
+transaction (``acp_agent.store.pg_commit``); every call is bounded in time and run once more
+on a fresh connection when that is safe (``acp_agent.store.pg_calls``).
+
 The driver is psycopg 3, synchronous, with ``psycopg_pool``: each call runs on a worker
 thread (``anyio.to_thread``), as the SQLite store does. The project runs on asyncio, uvloop and
 trio, and the asynchronous drivers (asyncpg, psycopg's async API) are asyncio only; one code
@@ -31,19 +35,19 @@ Leases (one live owner per session):
 from __future__ import annotations
 
 import builtins
+import contextlib
+import functools
 import logging
 import os
-import re
 import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
 import anyio.lowlevel
 import anyio.to_thread
-import orjson
 
 from acp_agent.errors import InternalError, SessionLeased
 from acp_agent.store import pg_sql as sql
@@ -51,6 +55,7 @@ from acp_agent.store.base import (
     Clock,
     JsonText,
     SessionRecord,
+    StoreFailed,
     Timestamps,
     TurnRecord,
     TurnWrite,
@@ -63,19 +68,33 @@ from acp_agent.store.base import (
     session_not_found,
 )
 from acp_agent.store.packed import text_of
+from acp_agent.store.pg_calls import run_bounded
+from acp_agent.store.pg_commit import GroupCommit
 from acp_agent.store.pg_leases import LeaseTable
+from acp_agent.store.pg_rows import escape, fields, maybe, to_record, unescape
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
 
-__all__ = ["DEFAULT_LEASE_TIMEOUT", "PostgresSessionStore", "SchemaTooNew"]
+__all__ = [
+    "CALL_TIMEOUT_ENV_VAR",
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_LEASE_TIMEOUT",
+    "PostgresSessionStore",
+    "SchemaTooNew",
+]
 
 log = logging.getLogger("acp_agent.store.postgres")
 
 DEFAULT_LEASE_TIMEOUT: Final = 30.0
 POOL_SIZE: Final = 8
 CONNECT_TIMEOUT: Final = 10.0
+DEFAULT_CALL_TIMEOUT: Final = 10.0
+CALL_TIMEOUT_ENV_VAR: Final = "ACP_AGENT_STORE_TIMEOUT"
+"""Environment variable: seconds one call of the PostgreSQL store may take."""
+#: how the store names itself in errors (never by its URL, which may hold a password)
+NAME: Final = "PostgreSQL"
 
 _T = TypeVar("_T")
 Row = tuple[Any, ...]
@@ -85,51 +104,16 @@ class SchemaTooNew(InternalError):
     """The database was made by a newer acp-agent than this one."""
 
 
-def _record(row: Row) -> SessionRecord:
-    sid, owner, cwd, dirs, title, mode_id, config, created_at, updated_at = row
-    return SessionRecord(
-        session_id=_unescape(sid),
-        cwd=_unescape(cwd),
-        owner=_unescape(owner),
-        additional_directories=tuple(_unescape(d) for d in dirs),
-        title=_maybe(title, _unescape),
-        mode_id=_maybe(mode_id, _unescape),
-        config=orjson.loads(config),
-        created_at=created_at,
-        updated_at=updated_at,
-    )
-
-
-def _fields(record: SessionRecord) -> dict[str, Any]:
-    return {
-        "session_id": _escape(record.session_id),
-        "owner": _escape(record.owner),
-        "cwd": _escape(record.cwd),
-        "dirs": [_escape(d) for d in record.additional_directories],
-        "title": _maybe(record.title, _escape),
-        "mode_id": _maybe(record.mode_id, _escape),
-        "config": orjson.dumps(dict(record.config)).decode(),
-    }
-
-
-_ESCAPED: Final = re.compile("\x01(.)", re.DOTALL)
-
-
-def _escape(text: str) -> str:
-    """``text`` without NUL, which PostgreSQL text cannot hold (reversed by ``_unescape``)."""
-    if "\x00" not in text and "\x01" not in text:
-        return text
-    return text.replace("\x01", "\x01\x01").replace("\x00", "\x01\x02")
-
-
-def _unescape(text: str) -> str:
-    if "\x01" not in text:
-        return text
-    return _ESCAPED.sub(lambda m: "\x00" if m.group(1) == "\x02" else m.group(1), text)
-
-
-def _maybe(text: str | None, convert: Callable[[str], str]) -> str | None:
-    return None if text is None else convert(text)
+def _call_timeout() -> float:
+    value = os.environ.get(CALL_TIMEOUT_ENV_VAR)
+    if not value:
+        return DEFAULT_CALL_TIMEOUT
+    try:
+        return float(value)
+    except ValueError:
+        raise InternalError(
+            f"${CALL_TIMEOUT_ENV_VAR}: {value!r} is not a number of seconds"
+        ) from None
 
 
 def _migrate(conn: psycopg.Connection[Row]) -> None:
@@ -155,12 +139,22 @@ class PostgresSessionStore:
     """A ``SessionStore`` on a PostgreSQL database shared by any number of hosts."""
 
     def __init__(
-        self, url: str, *, lease_timeout: float = DEFAULT_LEASE_TIMEOUT, clock: Clock | None = None
+        self,
+        url: str,
+        *,
+        lease_timeout: float = DEFAULT_LEASE_TIMEOUT,
+        clock: Clock | None = None,
+        call_timeout: float | None = None,
     ) -> None:
         if lease_timeout <= 0:
             raise ValueError(f"lease_timeout must be positive, not {lease_timeout}")
         self.url = url
         self.lease_timeout = lease_timeout
+        #: seconds one call may take, waiting for a connection included
+        self.call_timeout = _call_timeout() if call_timeout is None else call_timeout
+        if not self.call_timeout > 0:
+            raise ValueError(f"call_timeout must be positive, not {self.call_timeout}")
+        self._commits: GroupCommit[dict[str, Any], int] = GroupCommit(self._commit_turns)
         #: who holds a lease: this instance (the host and process name it for operators)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._timestamps = Timestamps(clock)
@@ -173,12 +167,19 @@ class PostgresSessionStore:
 
     @classmethod
     async def open(
-        cls, url: str, *, lease_timeout: float = DEFAULT_LEASE_TIMEOUT, clock: Clock | None = None
+        cls,
+        url: str,
+        *,
+        lease_timeout: float = DEFAULT_LEASE_TIMEOUT,
+        clock: Clock | None = None,
+        call_timeout: float | None = None,
     ) -> PostgresSessionStore:
-        """Connect, create or migrate the schema, start the pool and the lease renewal."""
+        """Connect, create or migrate the schema, start the pool and the lease renewal.
+        ``call_timeout`` (default ``$ACP_AGENT_STORE_TIMEOUT`` or ``DEFAULT_CALL_TIMEOUT``)
+        bounds every later call."""
         import psycopg
 
-        store = cls(url, lease_timeout=lease_timeout, clock=clock)
+        store = cls(url, lease_timeout=lease_timeout, clock=clock, call_timeout=call_timeout)
         try:
             await anyio.to_thread.run_sync(store._open_sync)
         except psycopg.OperationalError as exc:  # libpq's words; they never hold a password
@@ -199,8 +200,8 @@ class PostgresSessionStore:
             self.url,
             min_size=1,
             max_size=POOL_SIZE,
-            kwargs={"autocommit": True},
-            timeout=CONNECT_TIMEOUT,
+            kwargs=self._connect_kwargs(),
+            timeout=self.call_timeout,
             open=False,
             name="acp-agent",
         )
@@ -212,28 +213,46 @@ class PostgresSessionStore:
 
     # --- running statements ------------------------------------------------------------------
 
-    async def _run(self, fn: Callable[[psycopg.Connection[Row]], _T]) -> _T:
+    def _connect_kwargs(self) -> dict[str, Any]:
+        return {"autocommit": True, "connect_timeout": max(1, int(self.call_timeout))}
+
+    def _connect(self) -> psycopg.Connection[Row]:
+        """A connection of its own (not the pool's), for a call run again."""
+        import psycopg
+
+        return psycopg.connect(self.url, **self._connect_kwargs())
+
+    async def _run(
+        self, fn: Callable[[psycopg.Connection[Row]], _T], *, reads_only: bool = False
+    ) -> _T:
+        """``fn`` on a pooled connection, on a worker thread, bounded by ``call_timeout``
+        (see ``acp_agent.store.pg_calls``)."""
         await anyio.lowlevel.checkpoint()  # every call may be cancelled before it starts
         if self._closed or self._pool is None:
             raise anyio.ClosedResourceError
-        pool = self._pool
-
-        def call() -> _T:
-            with pool.connection() as conn:
-                return fn(conn)
-
+        call = functools.partial(
+            run_bounded,
+            self._pool,
+            fn,
+            connect=self._connect,
+            store=NAME,
+            timeout=self.call_timeout,
+            reads_only=reads_only,
+        )
         return await anyio.to_thread.run_sync(call, limiter=self._limiter)
 
-    async def _one(self, query: str, params: dict[str, Any]) -> Row | None:
+    async def _one(
+        self, query: str, params: dict[str, Any], *, reads_only: bool = False
+    ) -> Row | None:
         def run(conn: psycopg.Connection[Row]) -> Row | None:
             return conn.execute(query, params, prepare=True).fetchone()
 
-        return await self._run(run)
+        return await self._run(run, reads_only=reads_only)
 
     # --- leases ------------------------------------------------------------------------------
 
     def _lease_params(self, session_id: str) -> dict[str, Any]:
-        return {"session_id": _escape(session_id), "holder": self.holder, "ttl": self.lease_timeout}
+        return {"session_id": escape(session_id), "holder": self.holder, "ttl": self.lease_timeout}
 
     def _acquire_sync(self, conn: psycopg.Connection[Row], session_id: str) -> int:
         params = self._lease_params(session_id)
@@ -270,19 +289,19 @@ class PostgresSessionStore:
         """Raise ``SessionLeased`` if this host's lease on the session is known lost."""
         self._leases.token(session_id)
 
-    def _token_sync(self, conn: psycopg.Connection[Row], session_id: str) -> int:
-        """The token of this host's lease on the session, taking the lease if none is held."""
+    async def _token(self, session_id: str) -> int:
+        """The token of this host's lease on the session, taking the lease (in a call of
+        its own, committed) if none is held."""
         token = self._leases.token(session_id)
         if token is None:
-            token = self._leases.record(session_id, self._acquire_sync(conn, session_id), 0)
+            taken = await self._run(lambda conn: self._acquire_sync(conn, session_id))
+            token = self._leases.record(session_id, taken, 0)
         return token
 
     def _renew_loop(self) -> None:
         while not self._stop.wait(self.lease_timeout / 3):
-            try:
+            with contextlib.suppress(StoreFailed):  # logged where it failed; tried again
                 self.renew_now()
-            except Exception as exc:  # the database is unreachable: try again next time
-                log.warning("renewing session leases failed: %s", exc)
 
     def renew_now(self) -> None:
         """Extend every lease this host holds; mark lost the ones another host took.
@@ -293,9 +312,15 @@ class PostgresSessionStore:
         if pool is None or self._closed:
             return
         before = self._leases.generation()  # leases taken later may be missing below
-        with pool.connection() as conn:
-            rows = conn.execute(sql.RENEW_ALL, self._lease_params(""), prepare=True).fetchall()
-        kept = {_unescape(sid): int(token) for sid, token in rows}
+        params = self._lease_params("")
+
+        def renew(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
+            return conn.execute(sql.RENEW_ALL, params, prepare=True).fetchall()
+
+        rows = run_bounded(
+            pool, renew, connect=self._connect, store=NAME, timeout=self.call_timeout
+        )
+        kept = {unescape(sid): int(token) for sid, token in rows}
         for session_id in self._leases.lose_missing(kept, before):
             log.warning("lost the lease of session %s to another host", session_id)
 
@@ -305,7 +330,7 @@ class PostgresSessionStore:
         now = self._timestamps.now()
         stored = as_created(record, now)
         params = {
-            **_fields(stored),
+            **fields(stored),
             **self._lease_params(stored.session_id),
             "created_at": stored.created_at,
             "updated_at": stored.updated_at,
@@ -317,22 +342,20 @@ class PostgresSessionStore:
         return stored
 
     async def get(self, owner: str, session_id: str) -> SessionRecord | None:
-        row = await self._one(sql.GET, {"session_id": _escape(session_id), "owner": _escape(owner)})
-        return None if row is None else _record(row)
+        params = {"session_id": escape(session_id), "owner": escape(owner)}
+        row = await self._one(sql.GET, params, reads_only=True)
+        return None if row is None else to_record(row)
 
     async def update(self, record: SessionRecord) -> SessionRecord:
-        params = {**_fields(record), "holder": self.holder, "now": self._timestamps.now()}
+        params = {**fields(record), "holder": self.holder, "now": self._timestamps.now()}
 
-        def run(conn: psycopg.Connection[Row]) -> SessionRecord:
-            if conn.execute(sql.GET, params, prepare=True).fetchone() is None:
-                raise session_not_found(record.session_id)
-            params["token"] = self._token_sync(conn, record.session_id)
-            row = conn.execute(sql.UPDATE, params, prepare=True).fetchone()
-            if row is None:
-                raise self._leases.lose(record.session_id)
-            return _record(row)
-
-        return await self._run(run)
+        if await self._one(sql.GET, params, reads_only=True) is None:
+            raise session_not_found(record.session_id)
+        params["token"] = await self._token(record.session_id)
+        row = await self._one(sql.UPDATE, params)
+        if row is None:
+            raise self._leases.lose(record.session_id)
+        return to_record(row)
 
     async def list(
         self, owner: str, *, cwd: str | None = None, cursor: str | None = None, limit: int = 50
@@ -340,22 +363,22 @@ class PostgresSessionStore:
         check_limit(limit)
         after_at, after_id = (None, None) if cursor is None else decode_cursor(cursor)
         params = {
-            "owner": _escape(owner),
-            "cwd": _maybe(cwd, _escape),
+            "owner": escape(owner),
+            "cwd": maybe(cwd, escape),
             "after_at": after_at,
-            "after_id": _maybe(after_id, _escape),
+            "after_id": maybe(after_id, escape),
             "limit": limit + 1,
         }
 
         def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.LIST, params, prepare=True).fetchall()
 
-        rows = await self._run(run)
-        page = [_record(row) for row in rows[:limit]]
+        rows = await self._run(run, reads_only=True)
+        page = [to_record(row) for row in rows[:limit]]
         return page, encode_cursor(page[-1]) if len(rows) > limit else None
 
     async def delete(self, owner: str, session_id: str) -> bool:
-        params = {**self._lease_params(session_id), "owner": _escape(owner)}
+        params = {**self._lease_params(session_id), "owner": escape(owner)}
 
         def run(conn: psycopg.Connection[Row]) -> bool:
             if conn.execute(sql.DELETE, params, prepare=True).fetchone() is not None:
@@ -373,25 +396,24 @@ class PostgresSessionStore:
     async def write_turn(self, write: TurnWrite) -> None:
         session_id = write.session_id
         items = [
-            _escape(text_of(item)) for part in (write.begin or (), write.updates) for item in part
+            escape(text_of(item)) for part in (write.begin or (), write.updates) for item in part
         ]
         params = {
-            "session_id": _escape(session_id),
-            "turn_id": _escape(write.turn_id),
+            "session_id": escape(session_id),
+            "turn_id": escape(write.turn_id),
             "holder": self.holder,
             "ttl": self.lease_timeout,
             "now": self._timestamps.now(),
             "begin": write.begin is not None,
             "items": items,
-            "end": _maybe(write.end, _escape),
+            "end": maybe(write.end, escape),
         }
 
-        def run(conn: psycopg.Connection[Row]) -> int:
-            params["token"] = self._token_sync(conn, session_id)
-            row = conn.execute(sql.WRITE_TURN, params, prepare=True).fetchone()
-            return int(row[0]) if row else sql.WRITE_NO_SESSION
-
-        status = await self._run(run)
+        await anyio.lowlevel.checkpoint()  # cancelled before it starts: nothing written
+        if self._closed:
+            raise anyio.ClosedResourceError
+        params["token"] = await self._token(session_id)
+        status = await self._commits.write(params)
         if status == sql.WRITE_OK:
             return
         if status == sql.WRITE_NO_SESSION:
@@ -405,13 +427,32 @@ class PostgresSessionStore:
         )
         raise AssertionError(f"acp_write_turn answered {status}")  # pragma: no cover
 
+    async def _commit_turns(self, batch: Sequence[dict[str, Any]]) -> builtins.list[int]:
+        """The turn writes of one group commit (see ``acp_agent.store.pg_commit``), in one
+        transaction: their statuses, in order."""
+        # Row locks in one order (session id; a session's writes keep theirs), so that two
+        # hosts' batches cannot deadlock; the calls go in one pipeline, one round trip.
+        order = sorted(range(len(batch)), key=lambda index: batch[index]["session_id"])
+
+        def run(conn: psycopg.Connection[Row]) -> builtins.list[int]:
+            statuses = [sql.WRITE_NO_SESSION] * len(batch)
+            with conn.cursor() as cursor:
+                cursor.executemany(sql.WRITE_TURN, [batch[i] for i in order], returning=True)
+                for index in order:
+                    row = cursor.fetchone()
+                    statuses[index] = int(row[0]) if row else sql.WRITE_NO_SESSION
+                    cursor.nextset()
+            return statuses
+
+        return await self._run(run)
+
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
-        params = {"session_id": _escape(session_id), "owner": _escape(owner)}
+        params = {"session_id": escape(session_id), "owner": escape(owner)}
 
         def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.HISTORY, params, prepare=True).fetchall()
 
-        rows = await self._run(run)
+        rows = await self._run(run, reads_only=True)
         if not rows:
             raise session_not_found(session_id)
         turns: builtins.list[TurnRecord] = []
@@ -419,10 +460,10 @@ class PostgresSessionStore:
         for index, (turn_id, stop_reason, part) in enumerate(rows):
             if turn_id is None:
                 break
-            items.extend(map(_unescape, part or ()))
+            items.extend(map(unescape, part or ()))
             if index + 1 == len(rows) or rows[index + 1][0] != turn_id:
                 turns.append(
-                    TurnRecord(_unescape(turn_id), tuple(items), _maybe(stop_reason, _unescape))
+                    TurnRecord(unescape(turn_id), tuple(items), maybe(stop_reason, unescape))
                 )
                 items = []
         return turns
@@ -434,20 +475,17 @@ class PostgresSessionStore:
     ) -> None:
         params = {
             **self._lease_params(session_id),
-            "turn_id": _escape(turn_id),
+            "turn_id": escape(turn_id),
             "arrival": arrival,
-            "request": _escape(request),
+            "request": escape(request),
         }
 
-        def run(conn: psycopg.Connection[Row]) -> None:
-            params["token"] = self._token_sync(conn, session_id)
-            if conn.execute(sql.HOLD_PROMPT, params, prepare=True).fetchone() is None:
-                raise self._leases.lose(session_id)
-
-        await self._run(run)
+        params["token"] = await self._token(session_id)
+        if await self._one(sql.HOLD_PROMPT, params) is None:
+            raise self._leases.lose(session_id)
 
     async def drop_prompt(self, session_id: str, turn_id: str) -> None:
-        params = {"session_id": _escape(session_id), "turn_id": _escape(turn_id)}
+        params = {"session_id": escape(session_id), "turn_id": escape(turn_id)}
         await self._run(lambda conn: conn.execute(sql.DROP_PROMPT, params, prepare=True))
 
     async def held_prompts(self, session_id: str) -> builtins.list[tuple[str, JsonText]]:
@@ -456,7 +494,8 @@ class PostgresSessionStore:
         def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.HELD_PROMPTS, params, prepare=True).fetchall()
 
-        return [(_unescape(turn_id), _unescape(text)) for turn_id, text in await self._run(run)]
+        held = await self._run(run, reads_only=True)
+        return [(unescape(turn_id), unescape(text)) for turn_id, text in held]
 
     async def aclose(self) -> None:
         """Release every lease this host holds, stop the renewal and close the pool."""
@@ -471,10 +510,15 @@ class PostgresSessionStore:
 
         def close() -> None:
             try:
-                with pool.connection() as conn:
-                    conn.execute(sql.RELEASE_ALL, params)
-            except Exception as exc:  # the leases expire by themselves
-                log.warning("releasing session leases failed: %s", exc)
+                run_bounded(
+                    pool,
+                    lambda conn: conn.execute(sql.RELEASE_ALL, params),
+                    connect=self._connect,
+                    store=NAME,
+                    timeout=self.call_timeout,
+                )
+            except StoreFailed:  # logged where it failed; the leases expire by themselves
+                pass
             finally:
                 if self._renewer is not None:
                     self._renewer.join()

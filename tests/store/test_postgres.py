@@ -194,3 +194,18 @@ async def test_an_unreachable_server_is_refused_before_serving() -> None:
         await open_store("postgresql://acp:secret@127.0.0.1:1/none")
     assert info.value.message.startswith("session store PostgreSQL: ")
     assert "secret" not in info.value.message
+
+
+async def test_a_version_1_schema_is_brought_up_to_date(postgres_url: str, host: Host) -> None:
+    from acp_agent.store import pg_sql
+
+    sql(postgres_url, pg_sql.MIGRATIONS[1])
+    sql(postgres_url, "UPDATE acp_schema_version SET version = 1")
+    store = await host()
+    assert sql(postgres_url, "SELECT version FROM acp_schema_version") == [(SCHEMA_VERSION,)]
+    await store.create(SessionRecord("s", cwd="/"))
+    await store.write_turn(TurnWrite("s", "t", begin=[chunk("hi")], end="end_turn"))
+    turns = await store.load_history(DEFAULT_OWNER, "s")
+    assert [(t.turn_id, t.updates, t.stop_reason) for t in turns] == [
+        ("t", (chunk("hi"),), "end_turn")
+    ]

@@ -1,0 +1,251 @@
+"""A real ``acp-agent`` host on PostgreSQL while the database restarts, pauses or loses
+its connections.
+
+Each test starts a PostgreSQL server of its own (tests/helpers/postgres.py), because it stops,
+pauses (SIGSTOP of the postmaster and every backend, as a hung server or a network partition
+looks to a client) or restarts that server's processes. The host runs with a short store call
+timeout (``ACP_AGENT_STORE_TIMEOUT``) so that a bounded call ends within the test. What each
+test waits for is an answer on the wire or a row in the database; nothing sleeps as
+synchronisation.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from tests.helpers.postgres import PostgresServer, fresh_schema_url
+from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, spawn
+from tests.server.test_durability import allow
+
+pytestmark = pytest.mark.anyio
+
+CALL_TIMEOUT = 2.0  # seconds: the host's bound on one store call
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def server() -> Iterator[PostgresServer]:
+    """A PostgreSQL server of this test's own (it will be stopped, paused or restarted)."""
+    from tests.helpers.postgres import NoPostgres
+
+    try:
+        import psycopg  # noqa: F401
+
+        pg = PostgresServer()
+        pg.start()
+    except (ImportError, NoPostgres) as exc:
+        pytest.skip(f"PostgreSQL fault tests skipped: {exc}")
+    try:
+        yield pg
+    finally:
+        pg.stop()
+
+
+def processes(pg: PostgresServer) -> list[int]:
+    """The postmaster's pid and its children's (the backends and the server's workers)."""
+    postmaster = int((pg.data / "postmaster.pid").read_text().split()[0])
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
+                children.append(int(entry.name))
+    return [postmaster, *children]
+
+
+def pause(pg: PostgresServer) -> list[int]:
+    paused = processes(pg)
+    for pid in paused:
+        os.kill(pid, signal.SIGSTOP)
+    return paused
+
+
+def resume(paused: list[int]) -> None:
+    for pid in paused:
+        os.kill(pid, signal.SIGCONT)
+
+
+def restart(pg: PostgresServer) -> None:
+    """``pg_ctl restart`` (fast): every connection is closed; same port, same data."""
+    log = str(pg.root / "server.log")
+    done = pg._run(
+        "pg_ctl", "restart", "-m", "fast", "-w", "-t", "60", "-D", str(pg.data), "-l", log
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def sql(url: str, query: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        cursor = conn.execute(query)
+        return cursor.fetchall() if cursor.description else []
+
+
+@asynccontextmanager
+async def host(url: str) -> AsyncIterator[ProcessClient]:
+    command = [sys.executable, "-m", "acp_agent", "--store", url, "--lease-timeout", "30"]
+    env = {"ACP_AGENT_STORE_TIMEOUT": str(CALL_TIMEOUT)}
+    async with spawn(command, env=env) as agent:
+        agent.on_request = allow
+        await agent.initialize(FULL_CAPS)
+        yield agent
+        clean_output(agent)
+
+
+def clean_output(agent: ProcessClient) -> None:
+    """No traceback anywhere (stdout is JSON only: the client parsed every line)."""
+    assert b"Traceback" not in agent.stderr, agent.stderr.decode(errors="replace")
+
+
+async def prompts_at_once(agent: ProcessClient, sids: list[str], text: str) -> list[Message]:
+    """One prompt in each session, all sent before any answer is read; the responses."""
+    ids = {await agent.start_prompt(sid, text): sid for sid in sids}
+    answers: dict[int, Message] = {}
+    with anyio.fail_after(30):
+        while len(answers) < len(ids):
+            message = await agent.receive(30)
+            if "method" not in message and message.get("id") in ids:
+                answers[message["id"]] = message
+            elif "method" in message and "id" in message:
+                await agent.answer(message)
+    return [answers[request_id] for request_id in ids]
+
+
+def stop_reason(response: Message) -> str:
+    assert "result" in response, response
+    reason: str = response["result"]["stopReason"]
+    return reason
+
+
+async def turns_in_db(url: str, sid: str) -> int:
+    rows = await anyio.to_thread.run_sync(
+        sql, url, f"SELECT count(*) FROM acp_turns WHERE session_id = '{sid}'"
+    )
+    return int(rows[0][0])
+
+
+async def test_a_restart_while_idle_poisons_no_session(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    url = fresh_schema_url(server.url)
+    async with host(url) as agent:
+        sids = [(await agent.new_session(tmp_path))[0] for _ in range(6)]
+        # Turns of every session at once: the pool holds several connections now.
+        for response in await prompts_at_once(agent, sids, "/echo before"):
+            assert stop_reason(response) == "end_turn"
+        await anyio.to_thread.run_sync(restart, server)
+        for response in await prompts_at_once(agent, sids, "/echo after"):
+            assert stop_reason(response) == "end_turn"
+        for response in await prompts_at_once(agent, sids, "/echo again"):
+            assert stop_reason(response) == "end_turn"
+    for sid in sids:
+        assert await turns_in_db(url, sid) == 3
+
+
+@pytest.mark.parametrize("fault", ["pg_terminate_backend", "restart"])
+async def test_connections_lost_mid_turn_end_it_cleanly(
+    server: PostgresServer, tmp_path: Path, fault: str
+) -> None:
+    url = fresh_schema_url(server.url)
+    async with host(url) as agent:
+        sid, _, _ = await agent.new_session(tmp_path)
+        other, _, _ = await agent.new_session(tmp_path)
+        running = await agent.start_prompt(sid, "/sleep 60000")
+        with anyio.fail_after(10):  # the turn's beginning is written while it sleeps
+            while await turns_in_db(url, sid) == 0:  # noqa: ASYNC110 - another process
+                await anyio.sleep(0.02)
+        if fault == "restart":
+            await anyio.to_thread.run_sync(restart, server)
+        else:
+            killed = await anyio.to_thread.run_sync(
+                sql,
+                server.url,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+            )
+            assert killed, "the host had no connection to kill"
+        # The other session is not held behind it, and its write goes through.
+        turn = await agent.prompt(other, "/echo meanwhile")
+        assert turn.stop_reason == "end_turn", turn.response
+        # session/cancel ends the sleeping turn; its end is written on a fresh connection.
+        turn = await agent.cancel(sid, running)
+        assert turn.stop_reason == "cancelled", turn.response
+        turn = await agent.prompt(sid, "/echo next")
+        assert turn.stop_reason == "end_turn", turn.response
+    rows = await anyio.to_thread.run_sync(
+        sql, url, f"SELECT stop_reason FROM acp_turns WHERE session_id = '{sid}' ORDER BY seq"
+    )
+    assert rows == [("cancelled",), ("end_turn",)]
+
+
+async def test_a_paused_server_bounds_every_call(server: PostgresServer, tmp_path: Path) -> None:
+    url = fresh_schema_url(server.url)
+    async with host(url) as agent:
+        sid, _, _ = await agent.new_session(tmp_path)
+        other, _, _ = await agent.new_session(tmp_path)
+        assert (await agent.prompt(sid, "/echo before")).stop_reason == "end_turn"
+        paused = await anyio.to_thread.run_sync(pause, server)
+        try:
+            with anyio.fail_after(4 * CALL_TIMEOUT + 5):
+                stuck = await agent.start_prompt(sid, "/echo stuck")
+                held = await agent.start_prompt(other, "/echo held")
+                listing = await agent.request("session/list", {})
+                await agent.notify("session/cancel", {"sessionId": sid})
+                answers: dict[int, Message] = {}
+                while len(answers) < 3:
+                    message = await agent.receive(4 * CALL_TIMEOUT + 5)
+                    if "method" not in message and "id" in message:
+                        answers[message["id"]] = message
+        finally:
+            resume(paused)
+        for request_id in (stuck, held, listing):
+            error = answers[request_id].get("error")
+            assert error is not None, answers[request_id]
+            assert error["code"] == -32603
+            assert "PostgreSQL" in error["message"], error
+            assert f"no answer within {CALL_TIMEOUT:g} s" in error["message"] or (
+                "no connection within" in error["message"]
+            ), error
+        # The server is back: the host serves the next prompts, nothing committed is lost.
+        for target in (sid, other):
+            with anyio.fail_after(30):
+                turn = await agent.prompt(target, "/echo after")
+            assert turn.stop_reason == "end_turn", turn.response
+    stored = await turns_in_db(url, sid)
+    assert stored >= 2  # "before" and "after" (and "stuck", saved on the retry)
+
+
+async def test_a_newer_schema_is_refused_at_start_in_one_line(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    url = fresh_schema_url(server.url)
+    async with host(url):
+        pass
+    sql(url, "UPDATE acp_schema_version SET version = version + 1")
+    with anyio.fail_after(30):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "acp_agent", "--store", url], check=False, input=b""
+        )
+    assert done.returncode == 2
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "schema version" in lines[0] and "upgrade acp-agent" in lines[0], lines
+    assert done.stdout == b""
