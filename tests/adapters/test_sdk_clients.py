@@ -11,6 +11,7 @@ runs the turns, the second loads the session and goes on.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,6 +23,7 @@ import anyio
 import pytest
 
 from acp_agent.llm.fake_server import FakeModelServer
+from tests.helpers import ts_sdk
 from tests.helpers.wire_client import ROOT, Turn, child_env
 
 from .serving import calls, conversation_is_valid, statuses, text
@@ -50,6 +52,10 @@ class Framework:
     approval: str  # prompt calling the tool that needs approval
     approval_output: str
     keeps_cut_answer: bool  # the model's history keeps what was seen of a cancelled answer
+
+    def prompts(self) -> list[str]:
+        """The prompts both clients send in the first process, in order."""
+        return ["fake:chunked", self.plain, *[self.approval] * 3, "fake:slow"]
 
 
 FRAMEWORKS = {
@@ -81,6 +87,14 @@ FRAMEWORKS = {
         keeps_cut_answer=False,
     ),
 }
+
+
+#: the permission answer (None: dismissed), the turn's stop reason, the call's statuses
+APPROVALS = [
+    ("allow_once", "end_turn", ["pending", "in_progress", "completed"]),
+    ("reject_once", "end_turn", ["pending", "failed"]),
+    (None, "cancelled", ["pending", "failed"]),
+]
 
 
 @pytest.fixture(params=sorted(FRAMEWORKS))
@@ -131,12 +145,16 @@ class SdkClient:
         )
 
 
+def agent_args(framework: Framework, store: Path) -> list[str]:
+    return ["-m", "acp_agent", "--store", str(store), "--agent", framework.spec]
+
+
 @asynccontextmanager
 async def served(
     client: SdkClient, framework: Framework, fake: FakeModelServer, store: Path
 ) -> AsyncIterator[Any]:
     """The SDK spawns ``acp-agent-kit --agent`` over its pipes (stderr into a file)."""
-    args = ["-m", "acp_agent", "--store", str(store), "--agent", framework.spec]
+    args = agent_args(framework, store)
     env = child_env({"ACP_FAKE_BASE_URL": fake.base_url})
     with (store.parent / "stderr.txt").open("ab") as stderr:
         spawned = spawn_agent_process(
@@ -183,11 +201,7 @@ async def test_the_python_sdk_client_drives_the_adapter(
         assert text(updates) == framework.plain_output
 
         # approval, asked on the streamed call's id: allow, reject, dismiss
-        for option, stop_reason, expected in [
-            ("allow_once", "end_turn", ["pending", "in_progress", "completed"]),
-            ("reject_once", "end_turn", ["pending", "failed"]),
-            (None, "cancelled", ["pending", "failed"]),
-        ]:
+        for option, stop_reason, expected in APPROVALS:
             client.option = option
             turn = await prompt(framework.approval)
             assert turn.stop_reason == stop_reason, option
@@ -220,15 +234,77 @@ async def test_the_python_sdk_client_drives_the_adapter(
         answer = await conn.prompt(session_id=session, prompt=[text_block("fake:echo")])
         turn = client.take(answer)  # the replay's updates, then the turn's
         assert turn.stop_reason == "end_turn"
-    prompts = ["fake:chunked", framework.plain, *[framework.approval] * 3, "fake:slow"]
-    assert turn.texts("user_message_chunk") == prompts
+    assert turn.texts("user_message_chunk") == framework.prompts()
+    assert b"Traceback" not in (tmp_path / "stderr.txt").read_bytes()
+    assert_the_model_remembers(framework, fake, "".join(shown), seen)
+
+
+def assert_the_model_remembers(
+    framework: Framework, fake: FakeModelServer, shown: str, seen: str
+) -> None:
+    """The last model request (``fake:echo`` after ``session/load`` in a new process)
+    carried every earlier turn, nothing the client was not ``shown``, a valid history,
+    and what was ``seen`` of the cancelled answer where the adapter keeps it."""
     messages = fake.requests[-1]["messages"]
     users = [m["content"] for m in messages if m["role"] == "user"]
-    assert [u if isinstance(u, str) else u[0]["text"] for u in users] == [*prompts, "fake:echo"]
+    sent = [u if isinstance(u, str) else u[0]["text"] for u in users]
+    assert sent == [*framework.prompts(), "fake:echo"]
     assert framework.plain_output in [m["content"] for m in messages if m["role"] == "tool"]
     answers = [m["content"] for m in messages if m["role"] == "assistant" and m["content"]]
-    assert all(answer in "".join(shown) for answer in answers)  # nothing the agent never said
+    assert all(answer in shown for answer in answers)  # nothing the agent never said
     assert (seen in answers) == framework.keeps_cut_answer
     assert conversation_is_valid(messages)
     assert fake.script.id_errors == []
-    assert b"Traceback" not in (tmp_path / "stderr.txt").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def node_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ts_sdk.node_project(tmp_path_factory, Path(__file__).with_name("ts") / "drive.mjs")
+
+
+async def test_the_typescript_sdk_client_drives_the_adapter(
+    framework: Framework, fake: FakeModelServer, node_project: Path, tmp_path: Path
+) -> None:
+    """The same run with the TypeScript SDK's client (``ts/drive.mjs``), opt-in."""
+    config = {
+        "command": [sys.executable, *agent_args(framework, tmp_path / "s.db")],
+        "cwd": str(tmp_path),
+        "agentCwd": str(ROOT),
+        "plain": framework.plain,
+        "approval": framework.approval,
+    }
+    done = await anyio.run_process(
+        ["node", "drive.mjs", json.dumps(config)],
+        cwd=node_project,
+        check=False,
+        env=child_env({"ACP_FAKE_BASE_URL": fake.base_url}),
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert b"Traceback" not in done.stderr
+    results = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    chunked = results["chunked"]
+    assert chunked["stop"] == "end_turn"
+    assert "".join(chunked["texts"]) == "Streaming in many small pieces: naïve café ✓ done."
+    assert set(chunked["kinds"]) == {"agent_message_chunk"}
+    plain = results["plain"]
+    assert (plain["stop"], plain["asked"]) == ("end_turn", [])
+    [call] = plain["calls"].values()
+    assert call == {
+        "statuses": ["pending", "in_progress", "completed"],
+        "content": framework.plain_output,
+    }
+    for option, stop, expected in APPROVALS:
+        turn = results[f"approval {'null' if option is None else option}"]
+        assert turn["stop"] == stop, option
+        [(call_id, call)] = turn["calls"].items()
+        assert turn["asked"] == [call_id]
+        assert call["statuses"] == expected, option
+        assert (framework.approval_output in call["content"]) == (option == "allow_once")
+    cancelled = results["cancelled"]
+    assert cancelled["stop"] == "cancelled"
+    seen = "".join(cancelled["texts"])
+    assert seen
+    loaded = results["loaded"]
+    assert (loaded["stop"], loaded["users"]) == ("end_turn", framework.prompts())
+    shown = "".join(text for step in results.values() for text in step["texts"])
+    assert_the_model_remembers(framework, fake, shown, seen)
