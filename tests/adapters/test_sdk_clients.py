@@ -176,6 +176,7 @@ async def test_the_python_sdk_client_drives_the_adapter(
     store = tmp_path / "s.db"
     client = SdkClient()
     shown: list[str] = []  # every text chunk the client was shown
+    ended: dict[str, str] = {}  # each tool call's last status
     async with served(client, framework, fake, store) as conn:
         session = (await conn.new_session(cwd=str(tmp_path))).session_id
         client.updates.clear()  # the session's commands, if any
@@ -184,6 +185,7 @@ async def test_the_python_sdk_client_drives_the_adapter(
             answer = await conn.prompt(session_id=session, prompt=[text_block(words)])
             turn = client.take(answer)
             shown.extend(turn.texts())
+            ended.update({i: statuses(u)[-1] for i, u in calls(turn).items()})
             return turn
 
         # streaming: the chunks as the model sent them, nothing else
@@ -235,6 +237,7 @@ async def test_the_python_sdk_client_drives_the_adapter(
         turn = client.take(answer)  # the replay's updates, then the turn's
         assert turn.stop_reason == "end_turn"
     assert turn.texts("user_message_chunk") == framework.prompts()
+    assert {i: statuses(u)[-1] for i, u in calls(turn).items()} == ended  # none left running
     logged = (tmp_path / "stderr.txt").read_bytes()
     assert b"Traceback" not in logged and b"ERROR" not in logged
     assert_the_model_remembers(framework, fake, "".join(shown), seen)
@@ -307,5 +310,12 @@ async def test_the_typescript_sdk_client_drives_the_adapter(
     assert seen
     loaded = results["loaded"]
     assert (loaded["stop"], loaded["users"]) == ("end_turn", framework.prompts())
+    ended = {
+        call_id: call["statuses"][-1]
+        for step in results.values()
+        if step is not loaded
+        for call_id, call in step["calls"].items()
+    }
+    assert {i: c["statuses"][-1] for i, c in loaded["calls"].items()} == ended
     shown = "".join(text for step in results.values() for text in step["texts"])
     assert_the_model_remembers(framework, fake, shown, seen)
