@@ -1,203 +1,333 @@
-"""Our pydantic-ai adapter against acpkit's ``pydantic-acp``, side by side, on the fake endpoint.
+"""``python -m benchmarks.adapters``: this project's framework adapters against acpkit's.
 
-    python -m benchmarks.adapters [--runs 5] [--peer-venv /tmp/acp-bench-pydantic-acp]
+Runs the same small agents (one plain tool, ``read_file``, and one that needs approval,
+``run_command``; ``benchmarks/peers/``) served by our adapters (``acp-agent-kit --agent``)
+and by acpkit's ``pydantic-acp`` and ``langchain-acp`` (installed from the package index
+into a throw-away virtualenv, never into the project), plus our own LLM agent, all on the
+project's fake OpenAI-compatible endpoint, and writes ``benchmarks/ADAPTERS.md``: the timed
+figures side by side (alternating agents within each round; medians and p90) and the
+defect table (``adapter_checks.py``).
 
-Both serve the same pydantic-ai agent (``benchmarks/adapter_agent.py``: the fake model, one
-plain tool ``add``): ours with ``acp-agent-kit --store memory --agent
-benchmarks.adapter_agent:agent``, theirs with ``run_acp(agent=agent)`` of
-``pydantic-acp==1.10.0``, which this script installs into a throw-away virtualenv (never a
-dependency of the project). Runs alternate between the
-two. Each run starts a fresh process and measures, with the raw JSON-RPC client below:
-
-- the time from the spawn to the ``initialize`` answer;
-- the first turn of a session (``fake:cold``: one short answer), whole;
-- then the median of 5 such trivial turns: the time to the first ``agent_message_chunk`` and
-  to the answer, and of 5 two-tool turns (the model calls ``add`` twice in one response,
-  then answers): the whole turn;
-- the RSS added by each of 20 idle sessions (``session/new``), from ``/proc``.
-
-Medians are printed as a table. It imports nothing from ``acp_agent`` but the fake endpoint.
+It owns the figures (what is timed, how, the rounds), the report and the command line. The
+agents and the client are in ``adapter_client.py``, the checks in ``adapter_checks.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import datetime
 import os
 import statistics
 import subprocess
 import sys
-import threading
-import time
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import orjson
+from acp_agent.llm.fake_server import FakeModelServer
+from benchmarks.adapter_checks import CHECKS, Finding, run_checks
+from benchmarks.adapter_client import (
+    LLM,
+    PAIRS,
+    Recorder,
+    TurnResult,
+    agent_specs,
+    for_checks,
+    new_session,
+    peer_python,
+    peer_versions,
+    run_turn,
+    start,
+)
+from benchmarks.client import BENCH_DIR, REPO_ROOT, AgentSpec, cpu_ticks, describe
+from benchmarks.report import machine_description
+from benchmarks.scenarios import agent_environment, percentile
 
-ROOT = Path(__file__).resolve().parents[1]
-PEER_PACKAGES = ("pydantic-acp==1.10.0",)
-IDLE_SESSIONS = 20
-TURNS = 5
 TRIVIAL = "fake:cold"
-TWO_TOOLS = "fake:call add a=1 b=2 ; add a=3 b=4"
+TWO_TOOLS = "fake:parallel"
+TIMEOUT = 60.0
+OUTPUT = BENCH_DIR / "ADAPTERS.md"
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
-class Wire:
-    """Newline-delimited JSON-RPC to one agent process."""
-
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
-        self.proc = proc
-        self.next_id = 0
-
-    async def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(orjson.dumps(message) + b"\n")
-        await self.proc.stdin.drain()
-
-    async def receive(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
-        if not line:
-            raise EOFError("the agent closed its output")
-        message: dict[str, Any] = orjson.loads(line)
-        return message
-
-    async def call(self, method: str, params: Any, on_update: Any = None) -> Any:
-        self.next_id += 1
-        request_id = self.next_id
-        await self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        while True:
-            message = await self.receive()
-            if message.get("id") == request_id and "method" not in message:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message.get("result")
-            if "method" in message and "id" in message:  # a request of the agent's: refuse
-                await self.send(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": message["id"],
-                        "error": {"code": -32601, "message": "no"},
-                    }
-                )
-            elif on_update is not None and message.get("method") == "session/update":
-                on_update(message["params"]["update"])
+@dataclass(frozen=True)
+class Settings:
+    mode: str
+    rounds: int
+    spawns: int
+    turns: int
+    sessions: int
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+MODES = {
+    "full": Settings("full", rounds=5, spawns=3, turns=10, sessions=500),
+    "quick": Settings("quick", rounds=3, spawns=2, turns=5, sessions=200),
+    "smoke": Settings("smoke", rounds=1, spawns=1, turns=2, sessions=3),
+}
+
+#: (key, label, unit scale): the rows of the figures table, in order
+ROWS = [
+    ("init", "spawn → `initialize` answer, ms", 1000.0),
+    ("init_cpu", "CPU time of the agent to its `initialize` answer, ms", 1000.0),
+    ("first_turn", "first turn of a new process (trivial), ms", 1000.0),
+    ("trivial_chunk", "trivial turn: first chunk, ms", 1000.0),
+    ("trivial_turn", "trivial turn: whole turn, ms", 1000.0),
+    ("tools_chunk", "two-tool turn: first chunk, ms", 1000.0),
+    ("tools_turn", "two-tool turn: whole turn, ms", 1000.0),
+    ("idle_session", "RSS per idle session, KB", 1.0),
+]
 
 
-async def one_run(command: list[str], env: dict[str, str], cwd: str) -> dict[str, float]:
-    start = time.perf_counter()
-    proc = await asyncio.create_subprocess_exec(
-        *command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        cwd=str(ROOT),
-        limit=64 * 1024 * 1024,
-    )
-    wire = Wire(proc)
+@dataclass
+class Figures:
+    spec: AgentSpec
+    values: dict[str, list[float]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, key: str, value: float) -> None:
+        self.values.setdefault(key, []).append(value)
+
+    def stat(self, key: str, p90: bool = False) -> float | None:
+        values = self.values.get(key)
+        if not values:
+            return None
+        return percentile(values, 0.9) if p90 else statistics.median(values)
+
+
+def rss_kb(agent: Recorder) -> int:
+    with open(f"/proc/{agent.pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def timed(figures: Figures, prefix: str, turn: TurnResult) -> None:
+    if turn.stop_reason != "end_turn":
+        raise RuntimeError(f"{prefix} turn ended {turn.stop_reason or turn.error}")
+    figures.add(f"{prefix}_turn", turn.seconds)
+    if turn.first_chunk is not None:
+        figures.add(f"{prefix}_chunk", turn.first_chunk)
+
+
+async def one_round(figures: Figures, settings: Settings, cwd: str) -> None:
+    """Spawns (to the ``initialize`` answer), then one process: turns, then idle sessions."""
+    spec = figures.spec
+    for _ in range(settings.spawns):
+        agent, took, _ = await start(spec, TIMEOUT)
+        figures.add("init", took)
+        figures.add("init_cpu", cpu_ticks(agent.pid) / TICKS)
+        await agent.close()
+    agent, _, _ = await start(spec, TIMEOUT)
     try:
-        await wire.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        figures = {"initialize_s": time.perf_counter() - start}
-        new = {"cwd": cwd, "mcpServers": []}
-        session = (await wire.call("session/new", new))["sessionId"]
-        first: list[float] = []
-
-        def seen(update: dict[str, Any]) -> None:
-            if update.get("sessionUpdate") == "agent_message_chunk" and not first:
-                first.append(time.perf_counter())
-
-        async def turn(text: str) -> tuple[float, float]:
-            first.clear()
-            prompt = {"sessionId": session, "prompt": [{"type": "text", "text": text}]}
-            began = time.perf_counter()
-            await wire.call("session/prompt", prompt, seen)
-            ended = time.perf_counter()
-            return ((first[0] if first else ended) - began) * 1e3, (ended - began) * 1e3
-
-        figures["first_turn_ms"] = (await turn(TRIVIAL))[1]
-        trivial = [await turn(TRIVIAL) for _ in range(TURNS)]
-        figures["first_chunk_ms"] = statistics.median(t[0] for t in trivial)
-        figures["trivial_turn_ms"] = statistics.median(t[1] for t in trivial)
-        two_tools = [await turn(TWO_TOOLS) for _ in range(TURNS)]
-        figures["two_tool_turn_ms"] = statistics.median(t[1] for t in two_tools)
-        before = rss_kib(proc.pid)
-        for _ in range(IDLE_SESSIONS):
-            await wire.call("session/new", new)
-        figures["rss_per_session_kib"] = (rss_kib(proc.pid) - before) / IDLE_SESSIONS
-        return figures
+        session_id = await new_session(agent, cwd)
+        first = await run_turn(agent, session_id, TRIVIAL, TIMEOUT)
+        figures.add("first_turn", first.seconds)
+        for _ in range(settings.turns):
+            timed(figures, "trivial", await run_turn(agent, session_id, TRIVIAL, TIMEOUT))
+        if spec.name != LLM:  # its tools are not the benchmark agents' tools
+            session_id = await new_session(agent, cwd)
+            await run_turn(agent, session_id, TWO_TOOLS, TIMEOUT)
+            for _ in range(settings.turns):
+                timed(figures, "tools", await run_turn(agent, session_id, TWO_TOOLS, TIMEOUT))
+        before = rss_kb(agent)
+        for _ in range(settings.sessions):
+            await new_session(agent, cwd)
+        figures.add("idle_session", (rss_kb(agent) - before) / settings.sessions * 1.024)
     finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            await asyncio.wait_for(proc.wait(), 5)
-        except asyncio.TimeoutError:
-            proc.kill()
-            await proc.wait()
+        await agent.close()
 
 
-def peer_python(venv: Path) -> Path:
-    """The throw-away virtualenv's python, with pydantic-acp installed (made if missing)."""
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    probe = subprocess.run([str(python), "-c", "import pydantic_acp"], capture_output=True)
-    if probe.returncode != 0:
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
-    return python
+async def measure(
+    specs: list[AgentSpec], settings: Settings, cwd: str, log: Callable[[str], None]
+) -> list[Figures]:
+    results = [Figures(spec) for spec in specs]
+    for n in range(settings.rounds):
+        log(f"round {n + 1}/{settings.rounds}")
+        for figures in results[n % len(results) :] + results[: n % len(results)]:
+            try:
+                await one_round(figures, settings, cwd)
+            except Exception as exc:
+                figures.failures.append(describe(exc))
+                log(f"  {figures.spec.name}: {describe(exc)}")
+    return results
 
 
-def fake_endpoint() -> str:
-    """Start the fake endpoint in a thread of its own; its base URL."""
-    import anyio
-
-    from acp_agent.llm.fake_server import FakeModelServer
-
-    ready: list[str] = []
-    started = threading.Event()
-
-    async def serve() -> None:
-        async with FakeModelServer.running() as server:
-            ready.append(server.base_url)
-            started.set()
-            await anyio.sleep_forever()
-
-    threading.Thread(target=anyio.run, args=(serve,), daemon=True).start()
-    started.wait(30)
-    return ready[0]
+# ------------------------------------------------------------------ report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.adapters")
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--peer-venv", type=Path, default=Path("/tmp/acp-bench-pydantic-acp"))
-    args = parser.parse_args(argv)
-    env = dict(os.environ, ACP_FAKE_BASE_URL=fake_endpoint(), PYTHONPATH=str(ROOT))
-    spec = "benchmarks.adapter_agent:agent"
-    agents = {
-        "ours": [sys.executable, "-m", "acp_agent", "--store", "memory", "--agent", spec],
-        "pydantic-acp": [str(peer_python(args.peer_venv)), "-m", "benchmarks.adapter_agent"],
-    }
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in agents}
-    cwd = str(ROOT)
-    for _ in range(args.runs + 1):  # the first round warms the bytecode caches, unmeasured
-        for name, command in agents.items():
-            figures = asyncio.run(one_run(command, env, cwd))
-            results[name].append(figures)
-    keys = list(results["ours"][0])
-    print(f"| figure (median of {args.runs}) | " + " | ".join(agents) + " |")
-    print("|---|" + "---|" * len(agents))
-    for key in keys:
-        row = [statistics.median(r[key] for r in results[name][1:]) for name in agents]
-        print(f"| {key} | " + " | ".join(f"{v:.3g}" for v in row) + " |")
+def cell(figures: Figures, key: str, scale: float) -> str:
+    median, p90 = figures.stat(key), figures.stat(key, p90=True)
+    if median is None or p90 is None:
+        return "-"
+    return f"{median * scale:.1f} ({p90 * scale:.1f})"
+
+
+def ratio(ours: Figures | None, theirs: Figures | None, key: str) -> str:
+    if ours is None or theirs is None:
+        return "-"
+    a, b = ours.stat(key), theirs.stat(key)
+    if a is None or b is None or b <= 0:
+        return "-"
+    return f"{a / b:.2f}"
+
+
+def figures_table(results: list[Figures]) -> list[str]:
+    by_name = {f.spec.name: f for f in results}
+    pairs = [(ours, theirs) for theirs, ours in PAIRS.items() if theirs in by_name]
+    if "pydantic-acp" in by_name:
+        pairs.append((LLM, "pydantic-acp"))
+    head = ["figure: median (p90)", *by_name, *(f"{o} ÷ {t}" for o, t in pairs)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key, label, scale in ROWS:
+        cells = [cell(f, key, scale) for f in results]
+        cells += [ratio(by_name.get(o), by_name.get(t), key) for o, t in pairs]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    for f in results:
+        for failure in f.failures:
+            lines.append(f"\n{f.spec.name} failed: {failure}")
+    return lines
+
+
+def defect_table(findings: dict[str, dict[str, Finding]]) -> list[str]:
+    names = list(findings)
+    lines = ["| defect | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
+    word = {True: "**present**", False: "absent", None: "?"}
+    for title, _ in CHECKS:
+        cells = [word[findings[n][title].present] if title in findings[n] else "-" for n in names]
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    lines += ["", "What each check saw:", ""]
+    for name in names:
+        lines.append(f"- **{name}**")
+        for title, finding in findings[name].items():
+            lines.append(f"  - {title}: {finding.seen}")
+    return lines
+
+
+def render(
+    settings: Settings,
+    results: list[Figures],
+    findings: dict[str, dict[str, Finding]],
+    peers: str,
+) -> str:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    commit = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    out = [
+        "# Framework adapters: acp-agent-kit against acpkit",
+        "",
+        f"`python -m benchmarks.adapters` ({settings.mode} mode: {settings.rounds} rounds, "
+        f"{settings.spawns} spawns and {settings.turns} turns of each kind per round, "
+        f"{settings.sessions} idle sessions), {now}, at {commit}. "
+        "See benchmarks/README.md for what is measured.",
+        "",
+        *machine_description(),
+        f"- acpkit side: {peers or 'not run'}",
+        "",
+    ]
+    if results:
+        out += ["## Figures", "", *figures_table(results), ""]
+    if findings:
+        out += ["## Defects", "", *defect_table(findings), ""]
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ command line
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.adapters", description=__doc__)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="3 rounds, fewer turns")
+    mode.add_argument(
+        "--smoke",
+        action="store_true",
+        help="1 round, our agents only; prints the report, writes nothing; "
+        "exit 1 unless every figure and check ran",
+    )
+    parser.add_argument("--agent", action="append", help="run only these agents (repeatable)")
+    parser.add_argument("--no-peers", action="store_true", help="do not install or run acpkit")
+    parser.add_argument("--no-figures", action="store_true", help="only the defect table")
+    parser.add_argument("--no-checks", action="store_true", help="only the figures")
+    parser.add_argument("--rounds", type=int, help="override the number of rounds")
+    parser.add_argument("--output", type=Path, help=f"write the report here (default {OUTPUT})")
+    return parser.parse_args(argv)
+
+
+def incomplete(
+    results: list[Figures], findings: dict[str, dict[str, Finding]], figures: bool
+) -> list[str]:
+    """What a smoke run did not manage: failures, missing figures, checks that did not run."""
+    problems = [f"{f.spec.name}: {x}" for f in results for x in f.failures]
+    if figures:
+        for f in results:
+            keys = [k for k, _, _ in ROWS if f.spec.name != LLM or not k.startswith("tools")]
+            problems += [f"{f.spec.name}: no {k}" for k in keys if not f.values.get(k)]
+    for name, found in findings.items():
+        problems += [f"{name}: {t}: {x.seen}" for t, x in found.items() if x.present is None]
+    return problems
+
+
+async def warm_up(spec: AgentSpec) -> bool:
+    """One unmeasured start (fills the bytecode cache); False if the agent does not start."""
+    try:
+        agent, _, _ = await start(spec, 120.0)
+    except Exception as exc:
+        log(f"{spec.name} did not start: {describe(exc)}")
+        return False
+    await agent.close()
+    return True
+
+
+async def run(args: argparse.Namespace) -> int:
+    settings = MODES["smoke" if args.smoke else "quick" if args.quick else "full"]
+    if args.rounds:
+        settings = dataclasses.replace(settings, rounds=args.rounds)
+    peer = None if args.no_peers or args.smoke else peer_python(log)
+    peers = peer_versions(peer) if peer is not None else ""
+    with tempfile.TemporaryDirectory(prefix="acp-adapters-") as home:
+        env = agent_environment(home)
+        env["HOME"] = home
+        async with FakeModelServer.running() as fake:
+            env["ACP_FAKE_BASE_URL"] = fake.base_url
+            specs = agent_specs(env, peer, args.agent)
+            cwd = tempfile.mkdtemp(dir=home)
+            (Path(cwd) / "notes.txt").write_text("first line\n")
+            specs = [spec for spec in specs if await warm_up(spec)]
+            results = [] if args.no_figures else await measure(specs, settings, cwd, log)
+            findings: dict[str, dict[str, Finding]] = {}
+            if not args.no_checks:
+                for spec in specs:
+                    log(f"checks: {spec.name}")
+                    own = tempfile.mkdtemp(prefix=spec.name, dir=home)
+                    findings[spec.name] = await run_checks(for_checks(spec, own), cwd, own, log)
+    report = render(settings, results, findings, peers)
+    print(report)
+    output = args.output or (None if args.smoke else OUTPUT)
+    if output is not None:
+        output.write_text(report + "\n")
+        log(f"wrote {output}")
+    if args.smoke:
+        problems = incomplete(results, findings, not args.no_figures)
+        for problem in problems:
+            log(f"smoke: {problem}")
+        return 1 if problems or not specs else 0
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return asyncio.run(run(parse_args(argv)))
 
 
 if __name__ == "__main__":

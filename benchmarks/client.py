@@ -326,14 +326,16 @@ class AgentSpec:
         return shlex.join(self.argv)
 
 
-async def spawn(spec: AgentSpec) -> tuple[AgentProcess, float]:
+async def spawn(
+    spec: AgentSpec, protocol: type[AgentProcess] = AgentProcess
+) -> tuple[AgentProcess, float]:
     """Start the agent; return it with the time just before the spawn."""
     loop = asyncio.get_running_loop()
     stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the agent; closed in close())
     started = time.perf_counter()
     try:
         _, agent = await loop.subprocess_exec(
-            AgentProcess,
+            protocol,
             *spec.argv,
             stdin=PIPE,
             stdout=PIPE,

@@ -25,9 +25,10 @@ a known hosted one) makes the agent advertise the ``api-key`` auth method (the k
 ``logout`` forgets it.
 
 Each turn owns one ``httpx.AsyncClient``: its connections close when the turn ends,
-whichever way it ends. MCP server connections outlive turns: they are tasks of the
-connection's :meth:`LlmAgent.lifespan`, started when a session is created or loaded
-and stopped when it closes (at the latest when the lifespan ends).
+whichever way it ends; its TLS context is the agent's one, made at construction. MCP
+server connections outlive turns: they are tasks of the connection's
+:meth:`LlmAgent.lifespan`, started when a session is created or loaded and stopped when
+it closes (at the latest when the lifespan ends).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, ClassVar, Final
@@ -99,6 +101,8 @@ class LlmAgent(Agent):
         self.config = config
         self.mcp = McpHost(config.mcp_connect_timeout)
         self._http_transport = http_transport
+        #: one TLS context for all requests: a new client's default loads the CA bundle
+        self._tls: ssl.SSLContext = httpx.create_ssl_context()
         #: the key requests carry (None after ``logout``)
         self.api_key: Secret | None = config.api_key
         self.needs_key = config.api_key is not None or needs_key(config.base_url)
@@ -152,7 +156,9 @@ class LlmAgent(Agent):
             return
         self.models = []
         timeout = min(MODELS_TIMEOUT, self.config.connect_timeout, self.config.request_timeout)
-        async with httpx.AsyncClient(timeout=timeout, transport=self._http_transport) as http:
+        async with httpx.AsyncClient(
+            timeout=timeout, verify=self._tls, transport=self._http_transport
+        ) as http:
             self.models = await list_models(self._request_config(), http)
 
     def context_window(self, model: str) -> int | None:
@@ -221,7 +227,9 @@ class LlmAgent(Agent):
         if link is not None:
             tools.extend(t.openai_schema() for t in link.tools.values())
         http = httpx.AsyncClient(
-            timeout=ChatBackend.timeout(self.config), transport=self._http_transport
+            timeout=ChatBackend.timeout(self.config),
+            verify=self._tls,
+            transport=self._http_transport,
         )
         model = session.config.get("model")
         config = self._request_config(model if isinstance(model, str) else None)
