@@ -7,6 +7,9 @@ with the model remembering the earlier turns.
 Every update goes through the SDK's own schema models, so a message it cannot parse
 fails the test. Two agent processes per framework (each imports its framework): the first
 runs the turns, the second loads the session and goes on.
+
+The official TypeScript SDK's client does the same (``ts/drive.mjs``, run by node); it
+installs the SDK from npm, so it runs only with ``ACP_AGENT_TS_INTEROP=1``.
 """
 
 from __future__ import annotations
