@@ -79,3 +79,18 @@ def text(updates: list[Message]) -> str:
         for item in update.get("content") or ()
         if item.get("type") == "content"
     )
+
+
+def conversation_is_valid(messages: list[Message]) -> bool:
+    """Every assistant tool call is answered by a tool message before the next turn."""
+    open_ids: set[str] = set()
+    for message in messages:
+        if message["role"] == "assistant":
+            if open_ids:
+                return False
+            open_ids = {c["id"] for c in message.get("tool_calls") or []}
+        elif message["role"] == "tool":
+            open_ids.discard(message["tool_call_id"])
+        elif message["role"] == "user" and open_ids:
+            return False
+    return not open_ids

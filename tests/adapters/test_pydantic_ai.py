@@ -15,6 +15,8 @@ import pytest
 from acp_agent.llm.fake_server import FakeModelServer
 from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, Turn, spawn
 
+from .serving import conversation_is_valid
+
 pytest.importorskip("pydantic_ai")
 # a fresh agent process imports pydantic-ai and openai: seconds on a busy machine
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
@@ -83,21 +85,6 @@ def text_of(update: Message) -> str:
     return "".join(
         c["content"]["text"] for c in update.get("content", []) if c["type"] == "content"
     )
-
-
-def conversation_is_valid(messages: list[Message]) -> bool:
-    """Every assistant tool call is answered by a tool message before the next turn."""
-    open_ids: set[str] = set()
-    for message in messages:
-        if message["role"] == "assistant":
-            if open_ids:
-                return False
-            open_ids = {c["id"] for c in message.get("tool_calls") or []}
-        elif message["role"] == "tool":
-            open_ids.discard(message["tool_call_id"])
-        elif message["role"] == "user" and open_ids:
-            return False
-    return not open_ids
 
 
 async def test_streams_thoughts_text_and_a_plain_tool_call(

@@ -9,21 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from tests.helpers import ts_sdk
+
 from ._support import running_server, url_for, workdir
 from ._tls import make_certs
 
 pytestmark = pytest.mark.anyio
 
-SDK = "@agentclientprotocol/sdk@2.4.0"
-WS = "ws@8"  # node 20 has no WebSocket of its own; the SDK takes this one
 SCRIPT = Path(__file__).with_name("ts") / "interop.mjs"
 
 
@@ -34,18 +32,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def node_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if os.environ.get("ACP_AGENT_TS_INTEROP") != "1":
-        pytest.skip("set ACP_AGENT_TS_INTEROP=1 to install the TypeScript SDK from npm and run it")
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not installed")
-    project = tmp_path_factory.mktemp("ts-interop")
-    (project / "package.json").write_text('{"type": "module", "private": true}')
-    install = ["npm", "install", "--silent", "--no-audit", "--no-fund", SDK, "zod", WS]
-    done = subprocess.run(install, cwd=project, capture_output=True, timeout=300)
-    if done.returncode != 0:
-        pytest.fail(f"npm install failed: {done.stderr.decode()[-2000:]}")
-    shutil.copy(SCRIPT, project / "interop.mjs")
-    return project
+    return ts_sdk.node_project(tmp_path_factory, SCRIPT)
 
 
 @pytest.mark.parametrize("kind", ["http", "websocket", "https", "wss"])
