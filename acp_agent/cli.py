@@ -485,7 +485,9 @@ def run_conformance(rest: list[str]) -> int:
 def run_sessions(args: argparse.Namespace, rest: list[str]) -> int:
     from .sessions_cli import main as sessions_main
 
-    return sessions_main(rest, prog=PROG, store=args.store)
+    # `sessions --agent NAME` is read by the top-level parser too: hand it on
+    named = ["--agent", args.agent] if args.agent else []
+    return sessions_main([*named, *rest], prog=PROG, store=args.store)
 
 
 def run_serve(args: argparse.Namespace, rest: list[str]) -> int:
