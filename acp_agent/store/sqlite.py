@@ -38,10 +38,10 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 import anyio.to_thread
 import orjson
@@ -118,7 +118,7 @@ def _identity(path: Path) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
-class SqliteSessionStore:
+class SqliteSessionStore(anyio.abc.AsyncResource):
     """A ``SessionStore`` on one SQLite file; create it with ``await SqliteSessionStore.open``."""
 
     def __init__(
@@ -175,14 +175,6 @@ class SqliteSessionStore:
         if self._conn is None and not self._closed:
             await self.aopen()
         return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         if self._closed:

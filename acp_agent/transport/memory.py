@@ -10,16 +10,16 @@ It deliberately knows nothing of frames, JSON-RPC or ACP.
 from __future__ import annotations
 
 import math
-from types import TracebackType
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 __all__ = ["MemoryTransport", "memory_pair"]
 
 
-class MemoryTransport:
+class MemoryTransport(anyio.abc.AsyncResource):
     """One end of an in-memory pair (see :func:`memory_pair`); a ``Transport``."""
 
     __slots__ = ("_receive_stream", "_send_stream")
@@ -52,17 +52,6 @@ class MemoryTransport:
         """Close both directions; the peer sees end of stream."""
         await self._send_stream.aclose()
         await self._receive_stream.aclose()
-
-    async def __aenter__(self) -> MemoryTransport:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def memory_pair(max_buffer: float = math.inf) -> tuple[MemoryTransport, MemoryTransport]:

@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import IO, Any, Final
 
 import anyio
+import anyio.abc
 import anyio.lowlevel
 
 __all__ = ["StdioTransport", "StdoutReservation", "reserve_stdout"]
@@ -47,7 +48,7 @@ def _grow_pipe(fd: int) -> None:
             fcntl.fcntl(fd, setpipe, PIPE_BYTES)
 
 
-class StdioTransport:
+class StdioTransport(anyio.abc.AsyncResource):
     """A ``Transport`` reading ``read_fd`` and writing ``write_fd``.
 
     The descriptors are switched to non-blocking mode when first used and set
@@ -198,17 +199,6 @@ class StdioTransport:
                 for fd in fds:
                     os.close(fd)
         await anyio.lowlevel.cancel_shielded_checkpoint()
-
-    async def __aenter__(self) -> StdioTransport:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
