@@ -6,7 +6,7 @@ The trip of one message::
       Peer.receive_data(bytes) -> events  framing, decoding, answers to our calls
       await tg.start(handler task)        one task per inbound request or notification
         table[method](params, ctx)        the layer above's handler
-        self._outgoing.send(answer)       one bounded memory stream of frames
+        self._frames.put(answer)          one bounded queue of frames
       writer task -> transport.send()     the one place bytes are written
 
 One ``AgentSession`` serves one transport (one stdio pipe pair). It is *not* an ACP
@@ -31,7 +31,7 @@ This module owns:
   cancelling a request (``$/cancel_request``, shutdown) cancels its cancel scope; if
   the handler catches that and returns a value, that value is the answer (a prompt
   answers ``stopReason: "cancelled"``), else the answer is ``-32800``;
-* the one write path: frames go into a bounded memory stream in the order they are
+* the one write path: frames go into a bounded queue (a deque) in the order they are
   sent and one writer task hands them to the transport, joining what is waiting into
   one write. A sender waits while the stream is full (back-pressure); a cancelled
   sender never leaves half a frame on the wire;
@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -125,7 +126,7 @@ class AgentSession:
         self._peer: Peer[Reply, RequestContext] = Peer(
             lambda req: RequestContext(req.id, req.method), max_line=max_line
         )
-        self._outgoing, self._to_write = anyio.create_memory_object_stream[bytes](WRITE_BUFFER)
+        self._frames = _Frames(WRITE_BUFFER)
         self._written = anyio.Event()  # set when the writer has ended
         self._closed = False
         self._unanswered = 0  # request tasks whose answer is not yet queued
@@ -357,46 +358,28 @@ class AgentSession:
         stream is full, and then shielded: a frame asked for is written (or the
         connection is gone), never lost to a cancellation, so a session's history
         holds what the client saw; a cancellation is raised once it is queued."""
-        try:
-            self._outgoing.send_nowait(frame)
-        except anyio.WouldBlock:
-            with anyio.CancelScope(shield=True):
-                await self._outgoing.send(frame)
-            await anyio.lowlevel.checkpoint_if_cancelled()
+        if self._frames.put_nowait(frame):
+            return
+        with anyio.CancelScope(shield=True):
+            await self._frames.put(frame)
+        await anyio.lowlevel.checkpoint_if_cancelled()
 
     async def _write_all(self) -> None:
         """The writer: frames in order, what waits joined into one write (up to
         ``JOIN_LIMIT``). Once the client stops reading, the rest is dropped."""
         failed = False
-        held: bytes | None = None  # taken from the stream but too big to join
         try:
-            async with self._to_write:
-                while True:
-                    if held is None:
-                        try:
-                            held = await self._to_write.receive()
-                        except anyio.EndOfStream:
-                            return
-                    batch, size, held = [held], len(held), None
-                    while size < JOIN_LIMIT:
-                        try:
-                            frame = self._to_write.receive_nowait()
-                        except (anyio.WouldBlock, anyio.EndOfStream):
-                            break
-                        if size + len(frame) > JOIN_LIMIT:
-                            held = frame
-                            break
-                        batch.append(frame)
-                        size += len(frame)
-                    if failed:
-                        continue
-                    try:
-                        await self._transport.send(batch[0] if len(batch) == 1 else b"".join(batch))
-                    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                        # The client vanished. Handlers unwind as usual; output is dropped.
-                        log.warning("the client stopped reading (%s); output is dropped", exc)
-                        failed = True
+            while (batch := await self._frames.take(JOIN_LIMIT)) is not None:
+                if failed:
+                    continue
+                try:
+                    await self._transport.send(batch)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                    # The client vanished. Handlers unwind as usual; output is dropped.
+                    log.warning("the client stopped reading (%s); output is dropped", exc)
+                    failed = True
         finally:
+            self._frames.close()  # senders waiting for room give up
             self._written.set()
 
     # ------------------------------------------------------------------ shutdown
@@ -417,6 +400,68 @@ class AgentSession:
             self._idle = anyio.Event()
             with anyio.move_on_after(grace):
                 await self._idle.wait()
-        self._outgoing.close()  # the writer ends once it has written what is queued
+        self._frames.close()  # the writer ends once it has written what is queued
         with anyio.move_on_after(FLUSH_GRACE):
             await self._written.wait()
+
+
+class _Frames:
+    """The writer's queue: frames in order, at most ``limit`` waiting; one taker.
+
+    A deque and two events: cheaper per frame than a memory object stream, whose
+    ``receive`` yields once more and raises ``WouldBlock`` on every empty check.
+    """
+
+    __slots__ = ("_closed", "_frames", "_limit", "_ready", "_room")
+
+    def __init__(self, limit: int) -> None:
+        self._frames: deque[bytes] = deque()
+        self._limit = limit
+        self._ready: anyio.Event | None = None  # the taker waits for a frame
+        self._room: anyio.Event | None = None  # putters wait for room
+        self._closed = False
+
+    def put_nowait(self, frame: bytes) -> bool:
+        """Queue ``frame`` if there is room (False if not); ClosedResourceError once closed."""
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if len(self._frames) >= self._limit:
+            return False
+        self._frames.append(frame)
+        if self._ready is not None:
+            self._ready.set()
+        return True
+
+    async def put(self, frame: bytes) -> None:
+        """Queue ``frame``, waiting for room."""
+        while not self.put_nowait(frame):
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
+
+    async def take(self, limit: int) -> bytes | None:
+        """What waits, joined up to ``limit`` bytes (at least one frame); None once
+        closed and empty."""
+        while not self._frames:
+            if self._closed:
+                return None
+            ready = self._ready = anyio.Event()
+            await ready.wait()
+            self._ready = None
+        frames = self._frames
+        batch = [frames.popleft()]
+        size = len(batch[0])
+        while frames and size + len(frames[0]) <= limit:
+            size += len(frames[0])
+            batch.append(frames.popleft())
+        if self._room is not None:
+            self._room.set()
+            self._room = None
+        return batch[0] if len(batch) == 1 else b"".join(batch)
+
+    def close(self) -> None:
+        """No more frames; the taker gets what is queued, then None."""
+        self._closed = True
+        for event in (self._ready, self._room):
+            if event is not None:
+                event.set()

@@ -118,8 +118,9 @@ class Persister:
     async def _write_queued(self) -> None:
         while True:
             await self._work.wait()
-            with anyio.move_on_after(FLUSH_DELAY):
-                await self._due.wait()
+            if not self._due.is_set():  # a waiter asked already: no timer needed
+                with anyio.move_on_after(FLUSH_DELAY):
+                    await self._due.wait()
             while self._queue:
                 await self._write_batch()
             self._work = anyio.Event()

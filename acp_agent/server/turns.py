@@ -297,13 +297,15 @@ class Turns:
         params, request, blocks = parsed
         turn, client = prompt.turn, prompt.client
         assert client is not None  # given with the slot
-        with anyio.CancelScope(shield=True):  # a cancel now applies to the turn, below
-            if prompt.previous is not None and not prompt.previous.finished:
-                # A cancelled turn may still be unwinding: its history closes first.
-                await prompt.previous.done.wait()
-            while (holder := session.history_turn) is not None:
-                # An older turn still unwinds (one that never ran can sit in between).
-                await holder.done.wait()
+        previous = prompt.previous
+        if (previous is not None and not previous.finished) or session.history_turn is not None:
+            with anyio.CancelScope(shield=True):  # a cancel now applies to the turn, below
+                if previous is not None and not previous.finished:
+                    # A cancelled turn may still be unwinding: its history closes first.
+                    await previous.done.wait()
+                while (holder := session.history_turn) is not None:
+                    # An older turn still unwinds (one that never ran can sit in between).
+                    await holder.done.wait()
         # Another host serves it now, or its last write failed and fails again: refused
         # before the agent runs.
         await self._persister.before_turn(session.session_id)
