@@ -132,35 +132,25 @@ class Targets:
         values = self.ours.values.get(key, []) if self.ours else []
         return text, bool(values) and all(values)
 
-    def _peak(self, key: str) -> list[Verdict]:
-        """Full mode judges the peak itself; quick mode (8 MiB, where 4x the message is less
-        than an idle interpreter) judges the growth of the peak over the RSS before the turn."""
-        judged = "growth" if self.settings.mode == "quick" else "hwm"
-        if not key.endswith(judged):
-            return []
-        limit = 4 * self.settings.big_size / 1e6
-        return [self._absolute(key, limit, f"< 4x message size ({limit:.1f} MB)")]
-
     def verdicts(self, key: str) -> list[Verdict]:
         if key == "s1_ms":
-            return [self._relative(key, "sdk", 0.3, at_most=True)]
+            return [self._relative(key, "sdk", 0.35, at_most=True)]
         if key == "s1_rss":
             return [self._absolute(key, 35.0, "< 35 MB")]
         if key == "s2_median":
-            return [
-                self._relative(key, "sdk", 0.7, at_most=True),
-                self._relative(key, "floor", 1.5, at_most=True),
-            ]
+            return [self._relative(key, "sdk", 0.85, at_most=True)]
+        if key == "s2_p99":
+            return [self._relative(key, "sdk", 1.0, at_most=True)]
         if key == "s3_rate":
-            return [self._relative(key, "sdk", 4.0, at_most=False)]
+            return [self._relative(key, "sdk", 3.0, at_most=False)]
         if key == "s3_hwm":
             return [self._relative(key, "sdk", 1.0, at_most=True)]
         if key == "s4_read":
-            return [self._relative(key, "sdk", 0.8, at_most=True)]
+            return [self._relative(key, "sdk", 0.9, at_most=True)]
         if key in ("s5_read_ok", "s5_echo_ok"):
             return [self._all_true(key, "works every time")]
-        if key.startswith("s5_") and key.endswith(("_hwm", "_growth")):
-            return self._peak(key)
+        if key in ("s5_read_ms", "s5_echo_ms"):
+            return [self._relative(key, "sdk", 1.0, at_most=True)]
         if key == "s6_ms":
             return [self._absolute(key, 2.0, "< 2 ms")]
         if key == "s6_stop":
