@@ -515,6 +515,22 @@ def run_login(command: str, rest: list[str]) -> int:
     return login(PROG) if command == "login" else logout(PROG)
 
 
+def check_store(store: str) -> None:
+    """Open the store once and close it, or say in one line why it cannot be used."""
+    import anyio
+
+    from .store import open_store
+    from .store.base import StoreFailed
+
+    async def probe() -> None:
+        await (await open_store(store)).aclose()
+
+    try:
+        anyio.run(probe)
+    except StoreFailed as exc:
+        fail(str(exc))
+
+
 def _starts_our_server(command: str | None, rest: list[str]) -> bool:
     """Whether ``chat``/``demo`` starts this package's server (no command, no --url)."""
     own = rest[: rest.index("--")] if "--" in rest else rest
@@ -541,6 +557,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_conformance(rest)
     if command in ("login", "logout"):
         return run_login(command, rest)
+    if _starts_our_server(command, rest) and args.store is not None:
+        check_store(args.store)  # an unusable store: one line here, not from chat's child
     if _starts_our_server(command, rest) and args.model:
         build_agent(args)  # a missing key or a dead endpoint: one line here, not in chat
         if not args.no_check:

@@ -294,3 +294,10 @@ def test_no_check_skips_the_network_check() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert '"protocolVersion":1' in result.stdout
+
+
+@pytest.mark.parametrize("command", [("chat", "-p", "hi"), ("demo",)])
+def test_chat_and_demo_check_the_store_before_starting_the_server(
+    command: tuple[str, ...],
+) -> None:
+    one_line(run_cli("--store", "/proc/nope/x.db", *command), "/proc/nope/x.db")
