@@ -37,7 +37,8 @@ from acp_agent.server import AcpServer
 from acp_agent.store import SessionStore
 from acp_agent.transport import Transport, memory_pair
 
-from .link import Answer, Link
+from ..connection import Reply
+from .link import Link
 from .results import AgentRequest, TurnResult
 
 JSON = dict[str, Any]
@@ -99,7 +100,7 @@ class MemoryFiles:
 class PendingTurn:
     """A prompt sent and not yet answered (from :meth:`ClientSession.start_prompt`)."""
 
-    def __init__(self, session: ClientSession, answer: Answer, first: int, asked: int):
+    def __init__(self, session: ClientSession, answer: Reply, first: int, asked: int):
         self._session = session
         self._answer = answer
         self._first = first

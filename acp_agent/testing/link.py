@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from acp_agent.connection import Reply
 from acp_agent.errors import REQUEST_CANCELLED, ConnectionClosed
 from acp_agent.jsonrpc import (
     CancelRequested,
@@ -42,22 +43,6 @@ OnNotification = Callable[[str, Any], None]
 OnRequest = Callable[[str, Any], Awaitable[Any]]
 
 
-class Answer:
-    """Where one of our requests waits for its answer; the peer settles it."""
-
-    __slots__ = ("error", "result", "settled")
-
-    def __init__(self) -> None:
-        self.settled = anyio.Event()
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def settle(self, result: Any, error: BaseException | None) -> None:
-        self.result = result
-        self.error = error
-        self.settled.set()
-
-
 class Link:
     """One JSON-RPC connection to an agent. Run :meth:`serve` in a task."""
 
@@ -67,7 +52,7 @@ class Link:
         self._transport = transport
         self._on_notification = on_notification
         self._on_request = on_request
-        self._peer: Peer[Answer, anyio.CancelScope] = Peer(lambda _: anyio.CancelScope())
+        self._peer: Peer[Reply, anyio.CancelScope] = Peer(lambda _: anyio.CancelScope())
         self.closed = False
 
     async def serve(self) -> None:
@@ -117,18 +102,18 @@ class Link:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
             raise ConnectionClosed("the agent closed its input") from exc
 
-    async def send_request(self, method: str, params: Any) -> Answer:
+    async def send_request(self, method: str, params: Any) -> Reply:
         """Send a request; return what :meth:`wait` waits on. The frame is on its way
         when this returns."""
         if self.closed:
             raise ConnectionClosed(f"cannot send {method!r}: the agent is gone")
-        answer = Answer()
+        answer = Reply()
         _, frame = self._peer.send_request(method, params, answer)
         await self._send(frame)
         return answer
 
     @staticmethod
-    async def wait(answer: Answer) -> Any:
+    async def wait(answer: Reply) -> Any:
         """The answer's result; an error answer raises its
         :class:`~acp_agent.errors.RequestError`."""
         await answer.settled.wait()
