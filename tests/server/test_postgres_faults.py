@@ -23,6 +23,7 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from tests.helpers.pg_proxy import CommitCutter, Cut
 from tests.helpers.postgres import PostgresServer, fresh_schema_url
 from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, spawn
 from tests.server.test_durability import allow
@@ -249,3 +250,26 @@ async def test_a_newer_schema_is_refused_at_start_in_one_line(
     assert len(lines) == 1, lines
     assert "schema version" in lines[0] and "upgrade acp-agent" in lines[0], lines
     assert done.stdout == b""
+
+
+@pytest.mark.parametrize("cut", ["answer", "commit"])
+async def test_a_connection_lost_during_commit_stores_the_turn_once(
+    server: PostgresServer, tmp_path: Path, cut: Cut
+) -> None:
+    """The COMMIT of a turn's write loses its connection: forwarded with its answer
+    dropped (it committed), or never forwarded (it aborted). Either way the turn is
+    answered as saved and stored exactly once, and the session goes on."""
+    url = fresh_schema_url(server.url)
+    with CommitCutter(server.port) as proxy:
+        async with host(proxy.url(url)) as agent:
+            sid, _, _ = await agent.new_session(tmp_path)
+            assert (await agent.prompt(sid, "/echo one")).stop_reason == "end_turn"
+            proxy.arm(cut)
+            turn = await agent.prompt(sid, "/echo two")
+            assert proxy.cut.is_set()
+            assert turn.stop_reason == "end_turn", turn.response
+            assert (await agent.prompt(sid, "/echo three")).stop_reason == "end_turn"
+    rows = await anyio.to_thread.run_sync(
+        sql, url, f"SELECT stop_reason FROM acp_turns WHERE session_id = '{sid}' ORDER BY seq"
+    )
+    assert rows == [("end_turn",)] * 3
