@@ -274,9 +274,10 @@ class Persister:
             self._refused.pop(session_id, None)
 
     async def give_back_lease(self, session_id: str) -> None:
-        """Write what is queued, then give the session's lease back."""
+        """Write what is queued of the session, then give its lease back (so that the
+        next owner, here or on another host, reads all of it)."""
+        await self.wait_written(session_id)
         if self._leases is not None:
-            await self.wait_written(session_id)
             await self._leases.release(session_id)
 
     def refused(self, session_id: str) -> SessionLeased | None:
