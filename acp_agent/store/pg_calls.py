@@ -179,12 +179,19 @@ def run_bounded(
             fate = _fate(conn, unknown.xid, deadline)
         broke = reason_of(unknown.__cause__ or unknown)
         if fate == "committed":
-            log.warning("session store %s: %s during a commit; it committed", store, broke)
+            log.warning(
+                "session store %s: the connection broke during a commit (%s); it had committed",
+                store,
+                broke,
+            )
             return unknown.result  # type: ignore[return-value]
         if fate != "aborted":
             raise unknown
         log.warning(
-            "session store %s: %s during a commit; not committed, trying again", store, broke
+            "session store %s: the connection broke during a commit (%s); "
+            "it had not committed: trying again",
+            store,
+            broke,
         )
         with connect() as conn:
             return call(conn)

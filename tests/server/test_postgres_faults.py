@@ -275,6 +275,7 @@ async def test_a_connection_lost_during_commit_stores_the_turn_once(
             assert proxy.cut.is_set()
             assert turn.stop_reason == "end_turn", turn.response
             assert (await agent.prompt(sid, "/echo three")).stop_reason == "end_turn"
+            assert agent.stderr.count(b"the connection broke during a commit") == 1
     rows = await anyio.to_thread.run_sync(
         sql, url, f"SELECT stop_reason FROM acp_turns WHERE session_id = '{sid}' ORDER BY seq"
     )
