@@ -1,10 +1,11 @@
 """Persistence glue: writes each turn's steps to the :class:`~acp_agent.store.SessionStore`,
 each session's in order, one :class:`~acp_agent.store.TurnWrite` (one transaction) each.
 
-It owns the queue of turn writes (:class:`Persister`), the one task that writes them, and
-the per-session :class:`~acp_agent.history.TurnSink` handed to ``History``
-(:class:`SessionSink`). History reports a turn's steps synchronously as updates are sent;
-they gather in the session's last queued write. The writer task writes the queue:
+It owns the queues of turn writes (:class:`Persister`, one queue per session), the task that
+writes them (with one child task per session being written, so a session whose write is
+stuck holds no other), and the per-session :class:`~acp_agent.history.TurnSink` handed to
+``History`` (:class:`SessionSink`). History reports a turn's steps synchronously as updates
+are sent; they gather in the session's last queued write. The writer task writes the queue:
 
 - at once when someone waits for it: a turn's end (``sync``, before its answer), a turn that
   streams faster than the store (``catch_up``), or a write grown to ``FLUSH_BYTES``;
@@ -15,7 +16,12 @@ A failed write fails its own session only: the turn it belongs to answers the st
 error, and the session's later steps are kept, not written, until the next prompt of the
 session retries them (``before_turn``): if that succeeds the prompt runs, else it is
 refused before the agent runs (no side effects without a saved turn). Every other session
-goes on. Leases and held prompts are passed through to a store that has them (see
+goes on.
+
+A turn answered ``cancelled`` while its last write was still in flight (``answered_cancelled``)
+holds its session back until that write is confirmed: a prompt meanwhile is refused before
+the agent runs; if the write fails, it is kept to be written again ending ``cancelled``, as
+the turn was answered. Leases and held prompts are passed through to a store that has them (see
 :mod:`acp_agent.store.shared`).
 
 It does not know ACP, JSON-RPC or the session objects; the store itself lives in
@@ -60,11 +66,14 @@ class Persister:
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
-        self._queue: deque[TurnWrite] = deque()
+        self._queues: dict[str, deque[TurnWrite]] = {}  # each session's writes, in order
         self._open: dict[str, TurnWrite] = {}  # each session's last write in the queue
-        self._queued = 0  # steps queued so far
-        self._done = 0  # steps written (or set aside) so far
+        self._writing: set[str] = set()  # sessions whose writes a child task writes now
+        self._queued: dict[str, int] = {}  # steps queued so far, by session
+        self._done: dict[str, int] = {}  # steps written (or set aside) so far, by session
         self._queued_bytes = 0
+        #: turns answered ``cancelled`` before their write was confirmed: (steps, turn id)
+        self._unconfirmed: dict[str, tuple[int, str]] = {}
         self._work = anyio.Event()  # set when the queue stops being empty
         self._due = anyio.Event()  # set when someone waits: write without delay
         self._progress = anyio.Event()  # set (and replaced) after every write
@@ -90,9 +99,9 @@ class Persister:
         last = self._open.get(session_id)
         if last is None or last.end is not None or last.turn_id != turn_id:
             last = self._open[session_id] = TurnWrite(session_id, turn_id)
-            self._queue.append(last)
+            self._queues.setdefault(session_id, deque()).append(last)
             self._work.set()
-        self._queued += count
+        self._queued[session_id] = self._queued.get(session_id, 0) + count
         return last
 
     def begin(self, session_id: str, turn_id: str, prompt: list[Any]) -> None:
@@ -116,50 +125,48 @@ class Persister:
         tg.start_soon(self._write_queued, name="acp-persister")
 
     async def _write_queued(self) -> None:
-        while True:
-            await self._work.wait()
-            if not self._due.is_set():  # a waiter asked already: no timer needed
-                with anyio.move_on_after(FLUSH_DELAY):
-                    await self._due.wait()
-            while self._queue:
-                await self._write_batch()
-            self._work = anyio.Event()
-            self._due = anyio.Event()
+        """Wait for work; start a child task for every session with writes queued and none
+        being written (a session being written goes on with its own queue)."""
+        async with anyio.create_task_group() as writers:
+            while True:
+                await self._work.wait()
+                if not self._due.is_set():  # a waiter asked already: no timer needed
+                    with anyio.move_on_after(FLUSH_DELAY):
+                        await self._due.wait()
+                self._work = anyio.Event()
+                self._due = anyio.Event()
+                for session_id, queue in self._queues.items():
+                    if queue and session_id not in self._writing:
+                        self._writing.add(session_id)
+                        writers.start_soon(self._write_session, session_id, queue)
 
-    async def _write_batch(self) -> None:
-        """Write everything queued: each session's writes in order, the sessions at once
-        (a store may commit them together); progress is counted when all are done."""
-        batch = list(self._queue)
-        by_session: dict[str, list[TurnWrite]] = {}
-        for write in batch:
-            if self._open.get(write.session_id) is write:
-                del self._open[write.session_id]  # later steps start a new write
-            by_session.setdefault(write.session_id, []).append(write)
+    async def _write_session(self, session_id: str, queue: deque[TurnWrite]) -> None:
+        """Write the session's queue in order until it is empty (a store may commit the
+        writes of several sessions together); progress is counted after each write."""
         try:
-            if len(by_session) == 1:
-                await self._write_in_order(batch)
-            else:
-                async with anyio.create_task_group() as tg:
-                    for writes in by_session.values():
-                        tg.start_soon(self._write_in_order, writes)
+            while queue:
+                write = queue[0]
+                if self._open.get(session_id) is write:
+                    del self._open[session_id]  # later steps start a new write
+                try:
+                    await self._write(write)
+                finally:
+                    queue.popleft()
+                    self._done[session_id] = self._done.get(session_id, 0) + _steps(write)
+                    self._queued_bytes -= sum(map(_size, write.updates))
+                    progress, self._progress = self._progress, anyio.Event()
+                    progress.set()
         finally:
-            for write in batch:
-                self._queue.popleft()
-                self._done += _steps(write)
-                self._queued_bytes -= sum(map(_size, write.updates))
-            progress, self._progress = self._progress, anyio.Event()
-            progress.set()
-
-    async def _write_in_order(self, writes: list[TurnWrite]) -> None:
-        for write in writes:
-            await self._write(write)
+            self._writing.discard(session_id)
+            if not queue and self._queues.get(session_id) is queue:
+                del self._queues[session_id]
 
     async def _write(self, write: TurnWrite) -> None:
         """Write one write (or set it aside if its session failed)."""
         session_id = write.session_id
         try:
             if session_id in self.failed:
-                self._held_back[session_id].append(write)
+                self._held_back[session_id].append(self._as_answered(write))
             else:
                 await self.store.write_turn(write)
                 log.debug(
@@ -174,20 +181,46 @@ class Persister:
             self._refused.setdefault(session_id, exc)
         except Exception as exc:
             self.failed[session_id] = _as_store_error(exc, self.store)
-            self._held_back[session_id] = [write]
+            self._held_back[session_id] = [self._as_answered(write)]
+
+    def _as_answered(self, write: TurnWrite) -> TurnWrite:
+        """A write kept to be written again, ending as its turn was answered."""
+        unconfirmed = self._unconfirmed.get(write.session_id)
+        if unconfirmed is not None and unconfirmed[1] == write.turn_id and write.end is not None:
+            write.end = "cancelled"
+        return write
 
     # --- waiting for the writer --------------------------------------------------------------
 
-    async def sync(self, session_id: str | None = None) -> None:
-        """Wait until everything queued so far is written; then, if ``session_id`` is given
-        and a write of that session failed, raise the store's error."""
-        target = self._queued
-        while self._done < target:
+    def _behind_on(self, targets: dict[str, int]) -> bool:
+        return any(self._done.get(sid, 0) < steps for sid, steps in targets.items())
+
+    async def wait_written(self, session_id: str | None = None) -> None:
+        """Wait until everything queued so far (of ``session_id`` only, if given) is
+        written or set aside."""
+        if session_id is None:
+            targets = dict(self._queued)
+        else:
+            targets = {session_id: self._queued.get(session_id, 0)}
+        while self._behind_on(targets):
             self._due.set()
             await self._progress.wait()
+
+    async def sync(self, session_id: str | None = None) -> None:
+        """``wait_written``; then, if ``session_id`` is given and a write of that session
+        failed, raise the store's error."""
+        await self.wait_written(session_id)
         if session_id is not None and session_id in self.failed:
             reason = self.failed[session_id].message
             raise InternalError(f"{reason}; this turn was not saved")
+
+    def answered_cancelled(self, session_id: str, turn_id: str) -> None:
+        """The turn was answered ``cancelled`` while its write was in flight: hold the
+        session back until that write is confirmed, and store it again ending so if it
+        fails (see ``before_turn``)."""
+        self._unconfirmed[session_id] = (self._queued.get(session_id, 0), turn_id)
+        for write in self._held_back.get(session_id, ()):
+            self._as_answered(write)
 
     def behind(self) -> bool:
         """Whether more than ``BEHIND_BYTES`` of updates wait for the store."""
@@ -209,9 +242,18 @@ class Persister:
             if session_id in self._refused:
                 raise SessionLeased.lost(session_id)
             self._leases.check_lease(session_id)
+        unconfirmed = self._unconfirmed.get(session_id)
+        if unconfirmed is not None:
+            if self._done.get(session_id, 0) < unconfirmed[0]:
+                raise StoreFailed(
+                    type(self.store).__name__,
+                    f"the last turn of session {session_id} is still being written; "
+                    "the prompt was not run (try again once it is saved)",
+                )
+            del self._unconfirmed[session_id]
         if session_id not in self.failed:
             return
-        await self.sync()  # every step of the session is in ``_held_back`` now
+        await self.wait_written(session_id)  # every step of it is in ``_held_back`` now
         held = self._held_back.get(session_id, [])
         try:
             while held:
@@ -232,9 +274,10 @@ class Persister:
             self._refused.pop(session_id, None)
 
     async def give_back_lease(self, session_id: str) -> None:
-        """Write what is queued, then give the session's lease back."""
+        """Write what is queued of the session, then give its lease back (so that the
+        next owner, here or on another host, reads all of it)."""
+        await self.wait_written(session_id)
         if self._leases is not None:
-            await self.sync()
             await self._leases.release(session_id)
 
     def refused(self, session_id: str) -> SessionLeased | None:

@@ -215,7 +215,7 @@ class Turn:
     ``cancelled``, or, when the time limit came first, None (an error answer).
     """
 
-    __slots__ = ("_stop_reason", "cancel_reason", "done", "scope", "turn_id")
+    __slots__ = ("_saving", "_stop_reason", "cancel_reason", "done", "scope", "turn_id")
 
     def __init__(self, turn_id: str) -> None:
         self.turn_id = turn_id
@@ -224,6 +224,7 @@ class Turn:
         #: set once :meth:`finish` has run
         self.done = anyio.Event()
         self._stop_reason: str | None = None
+        self._saving: anyio.CancelScope | None = None
 
     @property
     def finished(self) -> bool:
@@ -247,6 +248,14 @@ class Turn:
         if self.cancel_reason is None:
             self.cancel_reason = CancelReason.TIMEOUT if self._past_deadline() else reason
         self.scope.cancel()
+        if self._saving is not None:
+            self._saving.cancel()
+
+    def saving(self, *, shield: bool) -> anyio.CancelScope:
+        """The scope of the wait for the turn's last write, after the agent ran: a cancel
+        of the turn from now on cancels it (``shield``: nothing else does)."""
+        self._saving = anyio.CancelScope(shield=shield)
+        return self._saving
 
     def expire(self) -> bool:
         """Whether the turn timed out: its scope's deadline (its time limit) has passed,

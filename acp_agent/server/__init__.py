@@ -45,7 +45,7 @@ from .live import OpenSessions
 from .models import ProtocolModels, build_models, models_built
 from .modes import ModesAndConfig
 from .ordering import ArrivalOrder
-from .owners import SessionOwners
+from .owners import SessionOwners, owners_of
 from .params import CLOSE_GRACE, log, session_id_of
 from .turns import Turns
 from .unstable import UNSTABLE_METHODS, UnstableMethods
@@ -84,7 +84,7 @@ class AcpServer:
             live,
             handshake,
             modes,
-            owners if owners is not None else SessionOwners(),
+            owners if owners is not None else owners_of(self.store),
             turns.run_held,
             self._start_soon,
         )

@@ -130,7 +130,7 @@ class SessionLifecycle:
             live = self._open.get(session_id)
             if live is not None:
                 await self.shutdown_session(live, CancelReason.CLOSE)
-            await self._persister.sync()
+            await self._persister.wait_written(session_id)
             stored = await self._store.load_history(owner, session_id)
         except BaseException:
             self._owners.release(session_id, self)
@@ -269,7 +269,7 @@ class SessionLifecycle:
         session = self._open.get(session_id)
         if session is not None:
             await self.shutdown_session(session, CancelReason.CLOSE)
-        await self._persister.sync()
+        await self._persister.wait_written(session_id)
         await self._store.delete(self._open.owner, session_id)  # unknown ids succeed silently
         log.info("session %s deleted", session_id)
         return {}

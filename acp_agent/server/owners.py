@@ -1,19 +1,23 @@
 """Which connection of this process has each ACP session open: one live owner each.
 
 A process that serves many connections (``acp-agent-kit serve``) gives all their servers
-one :class:`SessionOwners`. A ``session/load`` or ``session/resume`` on one connection
-takes the session over from another connection that has it open: that connection closes
-its copy first (a turn running there ends ``cancelled``, its history written), and only
-then is the history read, so no two connections ever write one session. A load that
-another connection's load overtook while it read is refused (``SessionLeased``,
-``reason: "takenOver"``). A connection that ends gives its sessions up.
+one :class:`SessionOwners`; servers given none share the one of their store object
+(:func:`owners_of`), so two connections on one store never both serve a session (a
+store's lease or lock belongs to the process, and cannot tell its connections apart).
+A ``session/load`` or ``session/resume`` on one connection takes the session over from
+another connection that has it open: that connection closes its copy first (a turn
+running there ends ``cancelled``, its history written), and only then is the history
+read, so no two connections ever write one session. A load that another connection's
+load overtook while it read is refused (``SessionLeased``, ``reason: "takenOver"``). A
+connection that ends gives its sessions up.
 
-It does not know stores or hosts: sessions shared by several processes are leased through
-the store (:mod:`acp_agent.store.shared`).
+It does not know what a store holds (the store object is only a key): sessions shared by
+several processes are leased through the store (:mod:`acp_agent.store.shared`).
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Protocol
 
 
@@ -46,3 +50,14 @@ class SessionOwners:
         """Forget ``owner``'s claim, if it still holds the session (compare-and-set)."""
         if self._owners.get(session_id) is owner:
             del self._owners[session_id]
+
+
+_BY_STORE: weakref.WeakKeyDictionary[object, SessionOwners] = weakref.WeakKeyDictionary()
+
+
+def owners_of(store: object) -> SessionOwners:
+    """The owners shared by every server on ``store`` that was given none."""
+    owners = _BY_STORE.get(store)
+    if owners is None:
+        owners = _BY_STORE[store] = SessionOwners()
+    return owners

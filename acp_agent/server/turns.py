@@ -16,6 +16,9 @@ A :class:`Prompt` is the record of one prompt from the moment it is read to its 
 4. the agent runs the turn, with its optional time limit; its one authoritative end is
    written after the turn is durable, then answered. A cancel of the request
    (``$/cancel_request``, shutdown) once it holds the slot ends the turn ``cancelled``.
+   A cancel (``session/cancel`` or of the request) that comes while the turn's last write
+   is in flight answers ``cancelled`` at once; the write goes on in the persister's task,
+   and the session takes no prompt until it is confirmed (see :mod:`..persistence`).
 
 Prompts another host held for a session (it died or lost the session) take the same
 path, from step 2, with no request to answer (:meth:`Turns.run_held`).
@@ -293,6 +296,27 @@ class Turns:
             session.slot.end_if_current(prompt.turn)
             session.slot.wake_next()
 
+    async def _saved(self, turn: Turn, session: Session) -> bool:
+        """Wait for the turn's writes; True if a cancel came first (the turn is answered
+        ``cancelled``, its write goes on)."""
+        try:
+            with turn.saving(shield=turn.cancel_reason is CancelReason.CANCEL_REQUEST) as wait:
+                await self._persister.sync(session.session_id)
+            if not wait.cancelled_caught:
+                return False
+        except anyio.get_cancelled_exc_class():
+            # The request was cancelled ($/cancel_request, shutdown) while it waited.
+            if session.slot.turn is turn:
+                session.slot.cancel()
+            turn.cancel(CancelReason.CANCEL_REQUEST)
+        self._persister.answered_cancelled(session.session_id, turn.turn_id)
+        log.info(
+            "turn %s of session %s answered cancelled before its write was confirmed",
+            turn.turn_id,
+            session.session_id,
+        )
+        return True
+
     async def _run(self, prompt: Prompt, session: Session, parsed: Parsed) -> JSON:
         params, request, blocks = parsed
         turn, client = prompt.turn, prompt.client
@@ -350,10 +374,11 @@ class Turns:
                 handle.abandon()
                 self._persister.end(session.session_id, turn.turn_id, FAILED_TURN)
             try:
-                # Durable before the answer, shielded from this task's cancel. A failed
-                # write of this session (and only of this one) fails the turn.
-                with anyio.CancelScope(shield=True):
-                    await self._persister.sync(session.session_id)
+                # Durable before the answer. A failed write of this session (and only of
+                # this one) fails the turn. A cancel that comes while it waits answers at
+                # once; a cancel of the request that came before does not end the wait.
+                if await self._saved(turn, session):
+                    final = "cancelled"
             finally:
                 if session.history_turn is turn:
                     session.history_turn = None

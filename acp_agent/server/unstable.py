@@ -64,7 +64,7 @@ class UnstableMethods:
         source = await self._store.get(owner, source_id)
         if source is None:
             raise not_found(source_id)
-        await self._persister.sync()  # the source's last turn is in the store
+        await self._persister.wait_written(source_id)  # the source's last turn is in the store
         stored = await self._store.load_history(owner, source_id)
         fork_id = f"sess_{os.urandom(12).hex()}"
         now = utc_now()

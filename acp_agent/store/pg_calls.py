@@ -5,8 +5,11 @@ It owns how a call meets the database's faults, on the worker thread that runs i
 - a call that writes runs in one transaction; one that fails before its COMMIT was sent did
   not commit, and is run once more on a fresh connection (not the pool's: after a restart
   or ``pg_terminate_backend`` several pooled connections may be dead; each is discarded when
-  it fails). A read is run once more likewise. A call that broke during its COMMIT is not
-  (it may have committed): it fails saying so;
+  it fails). A read is run once more likewise;
+- a transaction reads its id (``txid_current()``) before its COMMIT; when the connection
+  breaks during the COMMIT, ``txid_status`` on a fresh connection says what happened:
+  committed (the call succeeded, its result stands), aborted (it is run once more), or
+  unknown (it fails saying so). A write is never applied twice;
 - the whole call, waiting for a connection included, is bounded by ``timeout``: when it runs
   out, the connection's socket is shut down, which ends the statement waiting on it at once
   (a paused server never answers, and libpq would wait for ever);
@@ -40,7 +43,14 @@ Row = tuple[Any, ...]
 
 
 class CommitUnknown(Exception):
-    """A driver error after the COMMIT was sent: the transaction may have committed."""
+    """A driver error after the COMMIT was sent: the transaction may have committed.
+
+    It carries the transaction's id and what the call returned before its COMMIT."""
+
+    def __init__(self, xid: int, result: object) -> None:
+        super().__init__(xid)
+        self.xid = xid
+        self.result = result
 
 
 class NotCommitted(Exception):
@@ -98,14 +108,36 @@ def _in_transaction(
 ) -> _T:
     import psycopg
 
-    committing = False
+    xid: int | None = None
     try:
         with conn.transaction():
             result = fn(conn)
-            committing = True
+            row = conn.execute(_XID, prepare=True).fetchone()
+            xid = int(row[0]) if row else None
     except psycopg.OperationalError as exc:
-        raise (CommitUnknown() if committing else NotCommitted()) from exc
+        if xid is None:
+            raise NotCommitted() from exc
+        raise CommitUnknown(xid, result) from exc
     return result
+
+
+_XID = "SELECT txid_current()"
+_XID_STATUS = "SELECT txid_status(%s)"
+#: seconds between two questions about a transaction its server is still ending
+_POLL = 0.02
+
+
+def _fate(conn: psycopg.Connection[Row], xid: int, deadline: _Deadline) -> str | None:
+    """Whether transaction ``xid`` committed: "committed", "aborted" or None (unknown).
+    A transaction still in progress (its server has not yet seen the connection close) is
+    asked about again until it ends or the deadline shuts this connection."""
+    while True:
+        row = conn.execute(_XID_STATUS, (xid,)).fetchone()
+        status = None if row is None or row[0] is None else str(row[0])
+        if status != "in progress":
+            return status
+        if deadline.fired.wait(_POLL):
+            return None
 
 
 def run_bounded(
@@ -127,23 +159,60 @@ def run_bounded(
         deadline.watch(conn)
         return fn(conn) if reads_only else _in_transaction(conn, fn)
 
+    def attempt() -> _T:
+        try:
+            with pool.connection(timeout=timeout) as conn:
+                return call(conn)
+        except (psycopg.OperationalError, NotCommitted) as exc:
+            if deadline.fired.is_set():
+                raise
+            cause = exc.__cause__ if isinstance(exc, NotCommitted) else exc
+            log.warning("session store %s: %s; trying again", store, reason_of(cause or exc))
+        with connect() as conn:
+            return call(conn)
+
+    def settle(unknown: CommitUnknown) -> _T:
+        """After a break during COMMIT: the call's result if it committed, the call run
+        again if it did not; ``unknown`` raised again if the database cannot tell."""
+        with connect() as conn:
+            deadline.watch(conn)
+            fate = _fate(conn, unknown.xid, deadline)
+        broke = reason_of(unknown.__cause__ or unknown)
+        if fate == "committed":
+            log.warning(
+                "session store %s: the connection broke during a commit (%s); it had committed",
+                store,
+                broke,
+            )
+            return unknown.result  # type: ignore[return-value]
+        if fate != "aborted":
+            raise unknown
+        log.warning(
+            "session store %s: the connection broke during a commit (%s); "
+            "it had not committed: trying again",
+            store,
+            broke,
+        )
+        with connect() as conn:
+            return call(conn)
+
     with _Deadline(timeout) as deadline:
         try:
             try:
-                with pool.connection(timeout=timeout) as conn:
-                    return call(conn)
-            except (psycopg.OperationalError, NotCommitted) as exc:
+                return attempt()
+            except CommitUnknown as unknown:
                 if deadline.fired.is_set():
                     raise
-                cause = exc.__cause__ if isinstance(exc, NotCommitted) else exc
-                log.warning("session store %s: %s; trying again", store, reason_of(cause or exc))
-            with connect() as conn:
-                return call(conn)
+                return settle(unknown)
         except psycopg_pool.PoolTimeout:
             error = StoreFailed(store, f"no connection within {timeout:g} s")
         except CommitUnknown as exc:
             broke = reason_of(exc.__cause__ or exc)
-            error = StoreFailed(store, f"the connection broke during a commit: {broke}")
+            error = StoreFailed(
+                store,
+                f"the connection broke during a commit ({broke}) and the database cannot "
+                "say whether it committed",
+            )
         except (psycopg.Error, NotCommitted) as exc:
             cause = exc.__cause__ if isinstance(exc, NotCommitted) else exc
             if deadline.fired.is_set():

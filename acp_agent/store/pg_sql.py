@@ -40,6 +40,7 @@ WRITE_STALE_TOKEN: Final = 2
 WRITE_TURN_RUNNING: Final = 3  # begun twice
 WRITE_TURN_ENDED: Final = 4
 WRITE_NO_TURN: Final = 5
+WRITE_LOCKED: Final = 6  # BATCH_WRITE_TURN only: another transaction holds the session row
 
 #: version -> the statements that bring the schema from the version before to it
 MIGRATIONS: Final[dict[int, str]] = {
@@ -253,9 +254,28 @@ WHERE session_id = %(session_id)s AND owner = %(owner)s
 RETURNING session_id
 """
 
-WRITE_TURN: Final = """
-SELECT acp_write_turn(%(session_id)s, %(turn_id)s, %(holder)s, %(token)s, %(ttl)s::float8,
-                      %(now)s, %(begin)s, %(items)s::text[], %(end)s::text)
+_WRITE_CALL: Final = """acp_write_turn(
+    %(session_id)s, %(turn_id)s, %(holder)s, %(token)s, %(ttl)s::float8,
+    %(now)s, %(begin)s, %(items)s::text[], %(end)s::text)"""
+
+WRITE_TURN: Final = f"""
+SELECT {_WRITE_CALL}
+"""
+
+# A write of a group commit: it takes its session's row first, and answers WRITE_LOCKED at
+# once, writing nothing, if another transaction holds it (rows this transaction holds are
+# not skipped). A missing session goes to acp_write_turn, which says so.
+BATCH_WRITE_TURN: Final = f"""
+WITH taken AS (
+    SELECT session_id FROM acp_sessions WHERE session_id = %(session_id)s
+    FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT CASE
+    WHEN NOT EXISTS (SELECT FROM taken)
+        AND EXISTS (SELECT FROM acp_sessions WHERE session_id = %(session_id)s)
+    THEN {WRITE_LOCKED}
+    ELSE {_WRITE_CALL}
+END
 """
 
 # Every turn with its items, in order; one row per write (a turn with none has one row

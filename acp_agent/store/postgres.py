@@ -68,6 +68,7 @@ from acp_agent.store.base import (
     session_not_found,
 )
 from acp_agent.store.packed import text_of
+from acp_agent.store.pg_batch import Outcome, write_batch
 from acp_agent.store.pg_calls import run_bounded
 from acp_agent.store.pg_commit import GroupCommit
 from acp_agent.store.pg_leases import LeaseTable
@@ -154,7 +155,7 @@ class PostgresSessionStore:
         self.call_timeout = _call_timeout() if call_timeout is None else call_timeout
         if not self.call_timeout > 0:
             raise ValueError(f"call_timeout must be positive, not {self.call_timeout}")
-        self._commits: GroupCommit[dict[str, Any], int] = GroupCommit(self._commit_turns)
+        self._commits: GroupCommit[dict[str, Any], Outcome] = GroupCommit(self._commit_turns)
         #: who holds a lease: this instance (the host and process name it for operators)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._timestamps = Timestamps(clock)
@@ -414,6 +415,12 @@ class PostgresSessionStore:
             raise anyio.ClosedResourceError
         params["token"] = await self._token(session_id)
         status = await self._commits.write(params)
+        if status == sql.WRITE_LOCKED:  # its row is held elsewhere: alone, waiting for it
+            row = await self._one(sql.WRITE_TURN, params)
+            status = int(row[0]) if row else sql.WRITE_NO_SESSION
+        if isinstance(status, str):  # the database rejected this write (and only it)
+            log.error("session store %s: a turn write of session %s: %s", NAME, session_id, status)
+            raise StoreFailed(NAME, status)
         if status == sql.WRITE_OK:
             return
         if status == sql.WRITE_NO_SESSION:
@@ -427,24 +434,10 @@ class PostgresSessionStore:
         )
         raise AssertionError(f"acp_write_turn answered {status}")  # pragma: no cover
 
-    async def _commit_turns(self, batch: Sequence[dict[str, Any]]) -> builtins.list[int]:
+    async def _commit_turns(self, batch: Sequence[dict[str, Any]]) -> builtins.list[Outcome]:
         """The turn writes of one group commit (see ``acp_agent.store.pg_commit``), in one
-        transaction: their statuses, in order."""
-        # Row locks in one order (session id; a session's writes keep theirs), so that two
-        # hosts' batches cannot deadlock; the calls go in one pipeline, one round trip.
-        order = sorted(range(len(batch)), key=lambda index: batch[index]["session_id"])
-
-        def run(conn: psycopg.Connection[Row]) -> builtins.list[int]:
-            statuses = [sql.WRITE_NO_SESSION] * len(batch)
-            with conn.cursor() as cursor:
-                cursor.executemany(sql.WRITE_TURN, [batch[i] for i in order], returning=True)
-                for index in order:
-                    row = cursor.fetchone()
-                    statuses[index] = int(row[0]) if row else sql.WRITE_NO_SESSION
-                    cursor.nextset()
-            return statuses
-
-        return await self._run(run)
+        transaction (see ``acp_agent.store.pg_batch``): their outcomes, in order."""
+        return await self._run(lambda conn: write_batch(conn, batch))
 
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
         params = {"session_id": escape(session_id), "owner": escape(owner)}

@@ -202,3 +202,50 @@ async def test_a_turn_cancelled_while_it_waits_for_the_store_loses_nothing() -> 
         await persister.sync("s")
     [turn_record] = await store.load_history(DEFAULT_OWNER, "s")
     assert turn_record == TurnRecord("t", (item(-1), *map(item, range(sent))), "cancelled")
+
+
+class Gated(Counting):
+    """Session ``s``'s writes wait for ``release`` (then fail while ``broken``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = anyio.Event()
+        self.release = anyio.Event()
+
+    async def write_turn(self, write: TurnWrite) -> None:
+        if write.session_id == "s" and not self.release.is_set():
+            self.entered.set()
+            await self.release.wait()
+        await super().write_turn(write)
+
+
+async def test_a_turn_answered_cancelled_mid_write_holds_its_session_until_confirmed() -> None:
+    store = Gated()
+    for sid in ("s", "other"):
+        await store.create(SessionRecord(sid, cwd="/"))
+    persister = Persister(store)
+    async with running(persister):
+        persister.begin("s", "t", [item(0)])
+        persister.end("s", "t", "end_turn")
+        with anyio.fail_after(5):
+            with anyio.CancelScope() as wait:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(persister.sync, "s")
+                    await store.entered.wait()  # the write is in flight, stuck
+                    wait.cancel()
+        persister.answered_cancelled("s", "t")
+        # Another session is not held behind it.
+        persister.begin("other", "u", [item(1)])
+        persister.end("other", "u", "end_turn")
+        with anyio.fail_after(5):
+            await persister.sync("other")
+        with pytest.raises(InternalError, match="still being written"):
+            await persister.before_turn("s")
+        store.broken = True
+        store.release.set()  # the write fails: kept, to be stored as it was answered
+        with anyio.fail_after(5):
+            await persister.wait_written("s")
+        store.broken = False
+        await persister.before_turn("s")  # written again: the prompt may run
+    [turn] = await store.load_history(DEFAULT_OWNER, "s")
+    assert turn == TurnRecord("t", (item(0),), "cancelled")

@@ -23,8 +23,9 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from tests.helpers.pg_proxy import CommitCutter, Cut
 from tests.helpers.postgres import PostgresServer, fresh_schema_url
-from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, spawn
+from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, spawn, update_kind
 from tests.server.test_durability import allow
 
 pytestmark = pytest.mark.anyio
@@ -100,9 +101,9 @@ def sql(url: str, query: str) -> list[tuple[Any, ...]]:
 
 
 @asynccontextmanager
-async def host(url: str) -> AsyncIterator[ProcessClient]:
+async def host(url: str, call_timeout: float = CALL_TIMEOUT) -> AsyncIterator[ProcessClient]:
     command = [sys.executable, "-m", "acp_agent", "--store", url, "--lease-timeout", "30"]
-    env = {"ACP_AGENT_STORE_TIMEOUT": str(CALL_TIMEOUT)}
+    env = {"ACP_AGENT_STORE_TIMEOUT": str(call_timeout)}
     async with spawn(command, env=env) as agent:
         agent.on_request = allow
         await agent.initialize(FULL_CAPS)
@@ -216,7 +217,10 @@ async def test_a_paused_server_bounds_every_call(server: PostgresServer, tmp_pat
                         answers[message["id"]] = message
         finally:
             resume(paused)
-        for request_id in (stuck, held, listing):
+        # The cancel ends the stuck prompt at once if it came while the turn's write
+        # waited; if it came while the agent ran, that write's wait is bounded like the rest.
+        cancelled = answers[stuck].get("result") == {"stopReason": "cancelled"}
+        for request_id in (held, listing) if cancelled else (stuck, held, listing):
             error = answers[request_id].get("error")
             assert error is not None, answers[request_id]
             assert error["code"] == -32603
@@ -227,7 +231,10 @@ async def test_a_paused_server_bounds_every_call(server: PostgresServer, tmp_pat
         # The server is back: the host serves the next prompts, nothing committed is lost.
         for target in (sid, other):
             with anyio.fail_after(30):
-                turn = await agent.prompt(target, "/echo after")
+                while (turn := await agent.prompt(target, "/echo after")).error is not None:
+                    # the stuck turn's write, answered cancelled, still ends within its bound
+                    assert "still being written" in turn.error["message"], turn.error
+                    await anyio.sleep(0.05)  # the host waits on another process: polled
             assert turn.stop_reason == "end_turn", turn.response
     stored = await turns_in_db(url, sid)
     assert stored >= 2  # "before" and "after" (and "stuck", saved on the retry)
@@ -249,3 +256,120 @@ async def test_a_newer_schema_is_refused_at_start_in_one_line(
     assert len(lines) == 1, lines
     assert "schema version" in lines[0] and "upgrade acp-agent" in lines[0], lines
     assert done.stdout == b""
+
+
+@pytest.mark.parametrize("cut", ["answer", "commit"])
+async def test_a_connection_lost_during_commit_stores_the_turn_once(
+    server: PostgresServer, tmp_path: Path, cut: Cut
+) -> None:
+    """The COMMIT of a turn's write loses its connection: forwarded with its answer
+    dropped (it committed), or never forwarded (it aborted). Either way the turn is
+    answered as saved and stored exactly once, and the session goes on."""
+    url = fresh_schema_url(server.url)
+    with CommitCutter(server.port) as proxy:
+        async with host(proxy.url(url)) as agent:
+            sid, _, _ = await agent.new_session(tmp_path)
+            assert (await agent.prompt(sid, "/echo one")).stop_reason == "end_turn"
+            proxy.arm(cut)
+            turn = await agent.prompt(sid, "/echo two")
+            assert proxy.cut.is_set()
+            assert turn.stop_reason == "end_turn", turn.response
+            assert (await agent.prompt(sid, "/echo three")).stop_reason == "end_turn"
+            assert agent.stderr.count(b"the connection broke during a commit") == 1
+    rows = await anyio.to_thread.run_sync(
+        sql, url, f"SELECT stop_reason FROM acp_turns WHERE session_id = '{sid}' ORDER BY seq"
+    )
+    assert rows == [("end_turn",)] * 3
+
+
+@asynccontextmanager
+async def row_locked(url: str, sid: str) -> AsyncIterator[None]:
+    """Another connection holds the session's row (``SELECT ... FOR UPDATE``) meanwhile."""
+    import psycopg
+
+    locker = await anyio.to_thread.run_sync(psycopg.connect, url)
+    try:
+        query = "SELECT 1 FROM acp_sessions WHERE session_id = %s FOR UPDATE"
+        await anyio.to_thread.run_sync(locker.execute, query, (sid,))
+        yield
+    finally:
+        await anyio.to_thread.run_sync(locker.close)  # its transaction rolls back
+
+
+async def wait_for_a_lock_wait(url: str) -> None:
+    """Until a backend waits on a row lock: the host's write is in flight, stuck on it."""
+    query = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+    with anyio.fail_after(10):
+        while (await anyio.to_thread.run_sync(sql, url, query))[0][0] == 0:  # noqa: ASYNC110
+            await anyio.sleep(0.02)  # another process: polled, with a bound
+
+
+async def stored(url: str, sid: str) -> list[tuple[Any, ...]]:
+    query = f"SELECT turn_id, stop_reason FROM acp_turns WHERE session_id = '{sid}' ORDER BY seq"
+    return await anyio.to_thread.run_sync(sql, url, query)
+
+
+async def test_a_session_whose_write_waits_on_a_lock_holds_no_other(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    url = fresh_schema_url(server.url)
+    async with host(url, call_timeout=20) as agent:
+        stuck, _, _ = await agent.new_session(tmp_path)
+        other, _, _ = await agent.new_session(tmp_path)
+        async with row_locked(url, stuck):
+            waiting = await agent.start_prompt(stuck, "/echo stuck")
+            await wait_for_a_lock_wait(url)
+            with anyio.fail_after(10):  # far less than the store's bound
+                for n in range(3):
+                    turn = await agent.prompt(other, f"/echo other {n}")
+                    assert turn.stop_reason == "end_turn", turn.response
+        turn = await agent.finish_prompt(waiting)
+        assert turn.stop_reason == "end_turn", turn.response
+    assert [reason for _, reason in await stored(url, stuck)] == ["end_turn"]
+    assert [reason for _, reason in await stored(url, other)] == ["end_turn"] * 3
+
+
+@pytest.mark.parametrize("cancel", ["session/cancel", "$/cancel_request"])
+async def test_a_cancel_ends_a_prompt_whose_write_is_stuck_at_once(
+    server: PostgresServer, tmp_path: Path, cancel: str
+) -> None:
+    """The turn's write is in flight (waiting on a row lock) when the server is paused:
+    a cancel answers at once, the session refuses prompts until the write is confirmed,
+    and once the server is back every turn is stored once, in order."""
+    url = fresh_schema_url(server.url)
+    async with host(url, call_timeout=30) as agent:
+        sid, _, _ = await agent.new_session(tmp_path)
+        assert (await agent.prompt(sid, "/echo before")).stop_reason == "end_turn"
+        async with row_locked(url, sid):
+            request = await agent.start_prompt(sid, "/echo stuck")
+            await wait_for_a_lock_wait(url)
+            paused = await anyio.to_thread.run_sync(pause, server)
+            try:
+                if cancel == "session/cancel":
+                    await agent.notify("session/cancel", {"sessionId": sid})
+                else:
+                    await agent.notify("$/cancel_request", {"requestId": request})
+                turn = await agent.finish_prompt(request, timeout=5)  # the bound is 30 s
+                assert turn.stop_reason == "cancelled", turn.response
+                refused = await agent.prompt(sid, "/echo refused", timeout=5)
+                assert refused.error is not None, refused.response
+                assert refused.error["code"] == -32603, refused.error
+                assert "still being written" in refused.error["message"], refused.error
+            finally:
+                resume(paused)
+        with anyio.fail_after(30):  # the write is confirmed soon after the lock is gone
+            while (turn := await agent.prompt(sid, "/echo after")).error is not None:
+                assert "still being written" in turn.error["message"], turn.error
+                await anyio.sleep(0.05)  # the host waits on another process: polled
+        assert turn.stop_reason == "end_turn", turn.response
+    async with host(url) as agent:  # a new host process loads the session
+        params = {"sessionId": sid, "cwd": str(tmp_path), "mcpServers": []}
+        _, replay = await agent.call("session/load", params)
+    texts = [
+        m["params"]["update"]["content"]["text"]
+        for m in replay
+        if update_kind(m) == "agent_message_chunk"
+    ]
+    assert texts == ["before", "stuck", "after"]
+    rows = await stored(url, sid)
+    assert len({turn_id for turn_id, _ in rows}) == len(rows) == 3

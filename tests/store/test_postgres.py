@@ -209,3 +209,35 @@ async def test_a_version_1_schema_is_brought_up_to_date(postgres_url: str, host:
     assert [(t.turn_id, t.updates, t.stop_reason) for t in turns] == [
         ("t", (chunk("hi"),), "end_turn")
     ]
+
+
+async def test_a_write_the_database_rejects_fails_only_its_own_turn(
+    postgres_url: str, host: Host
+) -> None:
+    """Three writes in one group commit (they queue while a first one commits alone);
+    the database rejects one with an error: only that one fails, the other two commit."""
+    a = await host()
+    for sid in ("first", "bad", "good1", "good2"):
+        await a.create(SessionRecord(sid, cwd="/"))
+    sql(
+        postgres_url,
+        "ALTER TABLE acp_updates ADD CONSTRAINT no_poison "
+        "CHECK (array_to_string(items, ' ') NOT LIKE '%poison%')",
+    )
+    failed: dict[str, str] = {}
+
+    async def write(sid: str, text: str) -> None:
+        try:
+            await a.write_turn(TurnWrite(sid, "t", begin=[chunk(text)], end="end_turn"))
+        except StoreFailed as exc:
+            failed[sid] = exc.message
+
+    async with anyio.create_task_group() as tg:
+        for sid, text in (("first", "ok"), ("bad", "poison"), ("good1", "ok"), ("good2", "ok")):
+            tg.start_soon(write, sid, text)
+    assert list(failed) == ["bad"], failed
+    assert "PostgreSQL" in failed["bad"] and "no_poison" in failed["bad"], failed
+    for sid in ("first", "good1", "good2"):
+        history = await a.load_history(DEFAULT_OWNER, sid)
+        assert [(t.turn_id, t.stop_reason) for t in history] == [("t", "end_turn")]
+    assert await a.load_history(DEFAULT_OWNER, "bad") == []
