@@ -17,6 +17,7 @@ import anyio.abc
 import httpx
 import pytest
 
+from acp_agent._loop import uvloop_installed
 from tests.helpers.wire_client import ROOT, child_env, spawn
 
 from ._raw import open_socket, raw_websocket, wait_stalled
@@ -28,6 +29,10 @@ SERVE = [sys.executable, "-m", "acp_agent", "--store", "memory", "serve"]
 STOP_WITHIN = 10.0  # seconds SIGTERM may take to stop the server, whatever its clients do
 
 ONE_LOOP = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the server's is its own
+#: the event loops the server runs on (its own, in its process)
+SERVER_BACKENDS = pytest.mark.parametrize(
+    "server_backend", ["asyncio", *(["uvloop"] if uvloop_installed() else []), "trio"]
+)
 
 
 @asynccontextmanager
@@ -139,7 +144,7 @@ async def test_the_bridge_serves_a_remote_agent_over_stdio(kind: str, tmp_path: 
 
 
 @ONE_LOOP
-@pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
+@SERVER_BACKENDS
 async def test_sigterm_stops_the_server_while_a_websocket_client_reads_nothing(
     server_backend: str, tmp_path: Path
 ) -> None:
@@ -160,7 +165,7 @@ async def test_sigterm_stops_the_server_while_a_websocket_client_reads_nothing(
 
 
 @ONE_LOOP
-@pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
+@SERVER_BACKENDS
 async def test_sigterm_stops_the_server_while_an_sse_client_reads_nothing(
     server_backend: str, tmp_path: Path
 ) -> None:
