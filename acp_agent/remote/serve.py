@@ -9,7 +9,9 @@ stop: on SIGTERM or SIGINT every connection's input ends as a closed pipe would,
 turns answer ``cancelled``, the streams close and the call returns; a client socket
 still open ``CUT_AFTER`` seconds later (a client that stopped reading keeps its
 socket's writes waiting forever) is shut down, so the stop takes seconds whatever the
-clients do.
+clients do. Sockets that carry no request have ``Limits.head_timeout`` to send one (the
+TLS handshake included) and are bounded per peer address (see
+:mod:`acp_agent.remote.sockets`).
 
 It knows nothing of the HTTP details (:mod:`acp_agent.remote.asgi`) nor of how the
 connections are kept (:mod:`acp_agent.remote.registry`).
@@ -21,11 +23,8 @@ import contextlib
 import dataclasses
 import ipaddress
 import logging
-import os
 import signal
 import socket
-import stat
-import struct
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +43,7 @@ from .asgi import RemoteApp
 from .auth import Principals
 from .health import StoreHealth
 from .registry import SHUTDOWN_GRACE, Limits, Registry
+from .sockets import RequestSockets, bound_idle_sockets, shut_down_accepted
 
 __all__ = ["RemoteConfigError", "Tls", "is_loopback", "parse_listen", "run_http", "serve_http"]
 
@@ -119,6 +119,10 @@ def _hypercorn_config(fd: int, limits: Limits, tls: Tls | None) -> Any:
     # with an error (as on stdio); larger ones close the socket (1009).
     config.websocket_max_message_size = 2 * limits.max_message
     config.graceful_timeout = GRACEFUL_TIMEOUT
+    # Hypercorn's idle timer runs from accept (after the TLS handshake) until a request
+    # head is complete, and between two requests on a kept-alive socket.
+    config.keep_alive_timeout = limits.head_timeout
+    config.ssl_handshake_timeout = limits.head_timeout
     return config
 
 
@@ -219,7 +223,8 @@ async def serve_http(
 
     registry = Registry(bounds, make_server)
     health = StoreHealth(shared)
-    app = RemoteApp(registry, who, health)
+    requests = RequestSockets()
+    app = RemoteApp(registry, who, health, requests)
     stopping = stop if stop is not None else anyio.Event()
     # A long-running server builds the protocol models before it listens, once, rather
     # than on the first connection that goes quiet (stdio keeps that lazy start-up).
@@ -239,6 +244,7 @@ async def serve_http(
                 health.start(tg)
                 await tg.start(_watch_signals, stopping)  # before clients are told
                 tg.start_soon(_cut_stalled_sockets, stopping, port)
+                tg.start_soon(bound_idle_sockets, port, requests, bounds.idle_sockets)
                 if ready is not None:
                     shown = f"[{host}]" if ":" in host else host
                     ready(f"{'https' if tls else 'http'}://{shown}:{port}/acp")
@@ -266,39 +272,9 @@ async def _cut_stalled_sockets(stopping: anyio.Event, port: int) -> None:
     open: a client that does not read holds a write, and so the stop, forever."""
     await stopping.wait()
     await anyio.sleep(CUT_AFTER)
-    cut = _shut_down_accepted(port)
+    cut = shut_down_accepted(port)
     if cut:
         log.warning("stopping: cut %d client socket(s) that did not close in time", cut)
-
-
-def _shut_down_accepted(port: int) -> int:
-    """Shut down (and reset on close) this process's TCP sockets accepted on ``port``;
-    their pending writes then fail at once. Returns how many there were."""
-    cut = 0
-    try:
-        names = os.listdir("/dev/fd")
-    except OSError:  # no /dev/fd here: nothing to cut
-        return 0
-    for name in names:
-        try:
-            fd = int(name)
-            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
-                continue
-            sock = socket.socket(fileno=fd)
-        except (ValueError, OSError):
-            continue
-        try:
-            inet = sock.family in (socket.AF_INET, socket.AF_INET6)
-            if inet and sock.type == socket.SOCK_STREAM and sock.getsockname()[1] == port:
-                sock.getpeername()  # an accepted socket (the listening one has no peer)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                sock.shutdown(socket.SHUT_RDWR)
-                cut += 1
-        except OSError:
-            pass
-        finally:
-            sock.detach()  # the fd stays its owner's
-    return cut
 
 
 def run_http(agent: AgentSource, *, backend: Backend = "auto", **options: Any) -> int:
