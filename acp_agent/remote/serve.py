@@ -11,7 +11,8 @@ still open ``CUT_AFTER`` seconds later (a client that stopped reading keeps its
 socket's writes waiting forever) is shut down, so the stop takes seconds whatever the
 clients do. Sockets that carry no request have ``Limits.head_timeout`` to send one (the
 TLS handshake included) and are bounded per peer address (see
-:mod:`acp_agent.remote.sockets`).
+:mod:`acp_agent.remote.sockets`); ``run_http`` raises the process's limit on open files
+to the hard one.
 
 It knows nothing of the HTTP details (:mod:`acp_agent.remote.asgi`) nor of how the
 connections are kept (:mod:`acp_agent.remote.registry`).
@@ -278,6 +279,23 @@ async def _cut_stalled_sockets(stopping: anyio.Event, port: int) -> None:
 
 
 def run_http(agent: AgentSource, *, backend: Backend = "auto", **options: Any) -> int:
-    """Serve ``agent`` remotely in this process (see :func:`serve_http`); returns 0."""
+    """Serve ``agent`` remotely in this process (see :func:`serve_http`), with as many
+    file descriptors as the system lets it open; returns 0."""
+    raise_fd_limit()
     run(lambda: serve_http(agent, **options), backend=backend)
     return 0
+
+
+def raise_fd_limit() -> None:
+    """Raise this process's soft limit on open files to its hard limit: each client
+    socket is a descriptor, and at the limit the event loop accepts no one (libuv, under
+    uvloop, then closes at once the connections waiting to be accepted, whoever they
+    come from)."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):  # a hard limit the kernel refuses
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -7,7 +7,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -37,11 +37,12 @@ SERVER_BACKENDS = pytest.mark.parametrize(
 
 @asynccontextmanager
 async def serving(
-    *args: str, backend: str = "auto"
+    *args: str, backend: str = "auto", python: Sequence[str] = (sys.executable,)
 ) -> AsyncIterator[tuple[anyio.abc.Process, str, bytearray]]:
     """Start ``acp-agent-kit serve ARGS`` on a free loopback port (the server on
-    ``backend``); yield the process, its URL and its stderr so far (growing)."""
-    command = [*SERVE[:-1], "--backend", backend, SERVE[-1]]
+    ``backend``, run by ``python``); yield the process, its URL and its stderr so far
+    (growing)."""
+    command = [*python, *SERVE[1:-1], "--backend", backend, SERVE[-1]]
     process = await anyio.open_process(
         [*command, "--listen", "127.0.0.1:0", *args],
         stdin=subprocess.DEVNULL,

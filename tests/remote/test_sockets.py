@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import ssl
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -150,3 +151,19 @@ async def test_serve_takes_both_bounds_from_its_flags() -> None:
                 await closed.wait()
             tg.cancel_scope.cancel()
     assert b"Traceback" not in stderr and b"ERROR" not in stderr, stderr.decode()
+
+
+#: runs what follows with at most 256 open files (512 once raised)
+LOW_FD_LIMIT = (
+    "import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (256, 512)); "
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
+)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the server's loop is its own
+async def test_serve_raises_its_open_files_limit_to_the_hard_one() -> None:
+    python = (sys.executable, "-c", LOW_FD_LIMIT)
+    async with serving(python=python) as (process, _, _):
+        limits = await anyio.Path(f"/proc/{process.pid}/limits").read_text()
+    [line] = [line for line in limits.splitlines() if line.startswith("Max open files")]
+    assert line.split()[3:5] == ["512", "512"], line
