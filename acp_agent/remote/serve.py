@@ -61,6 +61,10 @@ CUT_AFTER = SHUTDOWN_GRACE + GRACEFUL_TIMEOUT + 1.0
 """Seconds after the stop begins when client sockets still open are shut down."""
 
 
+BACKLOG = 1024
+"""Connections the kernel completes and holds until the server accepts them."""
+
+
 class RemoteConfigError(ValueError):
     """The server cannot start as configured (the message says why)."""
 
@@ -93,7 +97,7 @@ def is_loopback(host: str) -> bool:
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        sock = socket.create_server((host, port), family=family, backlog=1024)
+        sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
     except OSError as exc:
         raise RemoteConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -120,6 +124,7 @@ def _hypercorn_config(fd: int, limits: Limits, tls: Tls | None) -> Any:
     # with an error (as on stdio); larger ones close the socket (1009).
     config.websocket_max_message_size = 2 * limits.max_message
     config.graceful_timeout = GRACEFUL_TIMEOUT
+    config.backlog = BACKLOG  # Hypercorn listens on the socket again, with its own (100)
     # Hypercorn's idle timer runs from accept (after the TLS handshake) until a request
     # head is complete, and between two requests on a kept-alive socket.
     config.keep_alive_timeout = limits.head_timeout

@@ -11,10 +11,15 @@ This module owns what can only be seen at the socket level, below the HTTP serve
   (Hypercorn gives no hook at accept, so the bound holds from the next look on);
 - the stop's last step: :func:`shut_down_accepted` cuts every socket still open.
 
-Sockets are found through ``/dev/fd`` (Linux; elsewhere nothing is found and nothing is
-cut): a socket accepted on the listening port is one whose local port is that port and
-that has a peer. The look and the cut run in the event loop's own thread, in one step,
-so a descriptor cannot change owner between them.
+Sockets are found through ``/dev/fd`` (Linux and macOS; elsewhere nothing is found and
+nothing is cut), or, at the limit on open files where that directory cannot be opened,
+by trying every descriptor number: a socket accepted on the listening port is one whose
+local port is that port and that has a peer. The look and the cut run in the event
+loop's own thread, in one step, so a descriptor cannot change owner between them.
+
+A cut socket's owner (Hypercorn) closes it at once if it had read part of a request
+head or was in the TLS handshake; one it had read nothing from it closes only when its
+own idle timer runs out (``Limits.head_timeout``).
 
 It knows nothing of HTTP, ACP or principals: the time a socket may take to send its
 request head is Hypercorn's own timer (set in :mod:`acp_agent.remote.serve`).
@@ -23,16 +28,21 @@ request head is Hypercorn's own timer (set in :mod:`acp_agent.remote.serve`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import socket
 import stat
 import struct
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
+
+if sys.platform != "win32":  # (nor is there a /dev/fd there)
+    import resource  # imported now: at the limit on open files no module can be read
 
 __all__ = ["SWEEP_EVERY", "RequestSockets", "bound_idle_sockets", "shut_down_accepted"]
 
@@ -75,25 +85,28 @@ class RequestSockets:
         return len(self._open)
 
 
-def _open_fds() -> list[str]:
-    """The names of this process's open descriptors (none where there is no /dev/fd)."""
+def _open_fds() -> list[int]:
+    """This process's open descriptors (a few may have closed since), none where there
+    is no /dev/fd; at the limit on open files, where the directory itself cannot be
+    opened, every descriptor number below the limit."""
     try:
-        return os.listdir("/dev/fd")
-    except OSError:
-        return []
+        return [int(name) for name in os.listdir("/dev/fd")]
+    except OSError as exc:
+        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+            return []
+    return list(range(resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
 
 
-def _accepted(port: int, names: list[str]) -> list[tuple[int, Peer]]:
-    """Among the descriptors ``names``, the TCP sockets accepted on ``port``, with
-    their peers."""
+def _accepted(port: int, fds: list[int]) -> list[tuple[int, Peer]]:
+    """Among the descriptors ``fds``, the TCP sockets accepted on ``port``, with their
+    peers."""
     found = []
-    for name in names:
+    for fd in fds:
         try:
-            fd = int(name)
             if not stat.S_ISSOCK(os.fstat(fd).st_mode):
                 continue
             sock = socket.socket(fileno=fd)
-        except (ValueError, OSError):
+        except OSError:  # closed since
             continue
         try:
             inet = sock.family in (socket.AF_INET, socket.AF_INET6)
@@ -134,13 +147,13 @@ def cut_idle_beyond(
     """One look: cut, oldest first, each peer host's sockets carrying no request beyond
     ``limit``. ``first_seen`` (kept from look to look) says since when each socket is
     known. Returns how many were cut."""
-    names = _open_fds()
+    fds = _open_fds()
     # Each socket carrying a request is a descriptor of its own: when the others are
     # within the bound, no peer can be beyond it, and the sockets need no closer look.
-    if len(names) - requests.sockets() <= limit:
+    if len(fds) - requests.sockets() <= limit:
         return 0
     now = anyio.current_time()
-    found = _accepted(port, names)
+    found = _accepted(port, fds)
     for gone in first_seen.keys() - set(found):
         del first_seen[gone]
     idle: dict[str, list[tuple[float, int]]] = {}

@@ -30,9 +30,7 @@ STOP_WITHIN = 10.0  # seconds SIGTERM may take to stop the server, whatever its 
 
 ONE_LOOP = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the server's is its own
 #: the event loops the server runs on (its own, in its process)
-SERVER_BACKENDS = pytest.mark.parametrize(
-    "server_backend", ["asyncio", *(["uvloop"] if uvloop_installed() else []), "trio"]
-)
+SERVER_BACKENDS = ["asyncio", *(["uvloop"] if uvloop_installed() else []), "trio"]
 
 
 @asynccontextmanager
@@ -145,7 +143,7 @@ async def test_the_bridge_serves_a_remote_agent_over_stdio(kind: str, tmp_path: 
 
 
 @ONE_LOOP
-@SERVER_BACKENDS
+@pytest.mark.parametrize("server_backend", SERVER_BACKENDS)
 async def test_sigterm_stops_the_server_while_a_websocket_client_reads_nothing(
     server_backend: str, tmp_path: Path
 ) -> None:
@@ -166,7 +164,7 @@ async def test_sigterm_stops_the_server_while_a_websocket_client_reads_nothing(
 
 
 @ONE_LOOP
-@SERVER_BACKENDS
+@pytest.mark.parametrize("server_backend", SERVER_BACKENDS)
 async def test_sigterm_stops_the_server_while_an_sse_client_reads_nothing(
     server_backend: str, tmp_path: Path
 ) -> None:

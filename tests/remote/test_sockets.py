@@ -18,6 +18,8 @@ import anyio
 import anyio.abc
 import pytest
 
+from tests.helpers.wire_client import child_env
+
 from ._raw import raw_websocket
 from ._support import Limits, RemoteClient, running_server, workdir
 from ._tls import make_certs
@@ -167,3 +169,36 @@ async def test_serve_raises_its_open_files_limit_to_the_hard_one() -> None:
         limits = await anyio.Path(f"/proc/{process.pid}/limits").read_text()
     [line] = [line for line in limits.splitlines() if line.startswith("Max open files")]
     assert line.split()[3:5] == ["512", "512"], line
+
+
+#: a process at its limit on open files: sockets accepted on one port until no more
+#: descriptor is left, then one look at them with a bound of 8 (prints how many it cut)
+AT_THE_LIMIT = """
+import socket
+import anyio
+from acp_agent.remote.sockets import RequestSockets, cut_idle_beyond
+
+async def main():
+    import resource
+    resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+    listener = socket.create_server(("127.0.0.1", 0), backlog=256)
+    port, held = listener.getsockname()[1], []
+    try:
+        while True:
+            held.append(socket.create_connection(("127.0.0.1", port)))
+            held.append(listener.accept()[0])
+    except OSError:
+        pass
+    print(cut_idle_beyond(port, RequestSockets(), 8, {}))
+    for sock in held:
+        sock.close()
+
+anyio.run(main)
+"""
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_bound_holds_at_the_limit_on_open_files() -> None:
+    """Where ``/dev/fd`` itself cannot be opened any more, the look still finds them."""
+    done = await anyio.run_process([sys.executable, "-c", AT_THE_LIMIT], env=child_env())
+    assert int(done.stdout) > 40  # some 60 accepted, all but 8 cut
