@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import ssl
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -18,6 +19,7 @@ import anyio
 import anyio.abc
 import pytest
 
+from acp_agent.remote.serve import BACKLOG
 from tests.helpers.wire_client import child_env
 
 from ._raw import raw_websocket
@@ -202,3 +204,15 @@ async def test_the_bound_holds_at_the_limit_on_open_files() -> None:
     """Where ``/dev/fd`` itself cannot be opened any more, the look still finds them."""
     done = await anyio.run_process([sys.executable, "-c", AT_THE_LIMIT], env=child_env())
     assert int(done.stdout) > 40  # some 60 accepted, all but 8 cut
+
+
+async def test_the_listening_socket_keeps_its_backlog() -> None:
+    """Hypercorn listens on the socket again with its own backlog; ours (1024) stays, so
+    the connections waiting while the server is at its limit on open files are held."""
+    if shutil.which("ss") is None:
+        pytest.skip("ss (iproute2) is not installed")
+    async with running_server() as url:
+        port = urlsplit(url).port
+        shown = await anyio.run_process(["ss", "-Hltn", f"sport = :{port}"])
+    [line] = shown.stdout.decode().splitlines()
+    assert line.split()[2] == str(BACKLOG), line  # a listening socket's Send-Q: its backlog
