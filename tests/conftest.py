@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -75,3 +76,15 @@ def postgres_url(postgres_server_url: str) -> str:
     from tests.helpers.postgres import fresh_schema_url
 
     return fresh_schema_url(postgres_server_url)
+
+
+# --- The official TypeScript SDK: one npm ci per test run ----------------------------------
+
+
+@pytest.fixture(scope="session")
+def ts_sdk_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tests/ts`` installed with ``npm ci`` (tests/helpers/ts_sdk.py): skips without node
+    and npm, except in CI (``CI=true``), where that fails."""
+    from tests.helpers import ts_sdk
+
+    return ts_sdk.install(tmp_path_factory.getbasetemp())

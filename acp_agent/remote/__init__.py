@@ -7,8 +7,9 @@ them sharing one session store, and each principal sees only its own sessions.
 
 Modules: ``link`` (a connection as a byte transport), ``auth`` (the token file),
 ``registry`` (open connections and their limits), ``health`` (whether the store
-answers), ``asgi`` (the ``/acp`` and ``/healthz`` endpoints), ``serve`` (the process:
-listening, TLS, Hypercorn, the stop), ``cli`` (the ``serve`` subcommand).
+answers), ``asgi`` (the ``/acp`` and ``/healthz`` endpoints), ``sockets`` (the client
+sockets below HTTP: those carrying no request, bounded per peer address), ``serve`` (the
+process: listening, TLS, Hypercorn, the stop), ``cli`` (the ``serve`` subcommand).
 The operator's guide is ``docs/remote.md``.
 
 It needs the ``remote`` extra (Hypercorn and wsproto): ``pip install 'acp-agent-kit[remote]'``.

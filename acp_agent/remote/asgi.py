@@ -19,7 +19,9 @@ RFD; the README says where the official SDKs differ and how both are served):
 
 A request body must arrive within ``Limits.body_timeout`` (else ``408``), and every
 POST and per-session stream counts, while open, against its principal's bound
-(``429`` beyond it), as connections do.
+(``429`` beyond it), as connections do. While a request is open its socket counts as
+carrying one (:class:`~acp_agent.remote.sockets.RequestSockets`); the others are
+bounded per peer address.
 
 Every request names its principal (``Authorization: Bearer``; see
 :mod:`acp_agent.remote.auth`); a connection answers only to the principal that opened
@@ -42,6 +44,7 @@ import orjson
 from .auth import Principals
 from .health import StoreHealth
 from .registry import Connection, LimitReached, Registry
+from .sockets import RequestSockets
 
 __all__ = ["RemoteApp"]
 
@@ -98,11 +101,18 @@ def _request_id(message: bytes) -> tuple[bool, Any]:
 class RemoteApp:
     """ASGI 3 application serving ACP at ``/acp``."""
 
-    def __init__(self, registry: Registry, principals: Principals, health: StoreHealth) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        principals: Principals,
+        health: StoreHealth,
+        requests: RequestSockets | None = None,
+    ) -> None:
         self.registry = registry
         self.principals = principals
         self.health = health
         self.limits = registry.limits
+        self.requests = requests if requests is not None else RequestSockets()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -111,6 +121,10 @@ class RemoteApp:
             return
         if kind not in ("http", "websocket"):
             return
+        with self.requests.carrying(scope.get("client")):  # its socket is not idle
+            await self._serve(kind, scope, receive, send)
+
+    async def _serve(self, kind: str, scope: Scope, receive: Receive, send: Send) -> None:
         if kind == "http" and scope.get("path") == HEALTH_PATH:
             await self._healthz(scope, send)
             return

@@ -57,6 +57,20 @@ _BOUNDS: tuple[tuple[str, str, str, type[int] | type[float], str], ...] = (
         "close a connection quiet this long with nothing in flight",
     ),
     ("--body-timeout", "SECONDS", "body_timeout", float, "time a request body may take"),
+    (
+        "--head-timeout",
+        "SECONDS",
+        "head_timeout",
+        float,
+        "time a socket may take to send a request head (and the TLS handshake)",
+    ),
+    (
+        "--max-idle-sockets",
+        "N",
+        "idle_sockets",
+        int,
+        "sockets carrying no request per peer address",
+    ),
 )
 
 

@@ -52,6 +52,12 @@ class Limits:
     """Seconds a connection may stay without a message and without an open request."""
     body_timeout: float = 30.0
     """Seconds a request body may take to arrive."""
+    head_timeout: float = 10.0
+    """Seconds a socket may take to send a complete request head: from accept (for the
+    TLS handshake, then the head), and between two requests on a kept-alive socket."""
+    idle_sockets: int = 64
+    """Sockets per peer address carrying no request (a handshake or a request head
+    under way, a kept-alive socket between requests); they carry no principal yet."""
 
 
 class LimitReached(Exception):

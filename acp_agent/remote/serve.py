@@ -9,7 +9,10 @@ stop: on SIGTERM or SIGINT every connection's input ends as a closed pipe would,
 turns answer ``cancelled``, the streams close and the call returns; a client socket
 still open ``CUT_AFTER`` seconds later (a client that stopped reading keeps its
 socket's writes waiting forever) is shut down, so the stop takes seconds whatever the
-clients do.
+clients do. Sockets that carry no request have ``Limits.head_timeout`` to send one (the
+TLS handshake included) and are bounded per peer address (see
+:mod:`acp_agent.remote.sockets`); ``run_http`` raises the process's limit on open files
+to the hard one.
 
 It knows nothing of the HTTP details (:mod:`acp_agent.remote.asgi`) nor of how the
 connections are kept (:mod:`acp_agent.remote.registry`).
@@ -21,11 +24,8 @@ import contextlib
 import dataclasses
 import ipaddress
 import logging
-import os
 import signal
 import socket
-import stat
-import struct
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +44,7 @@ from .asgi import RemoteApp
 from .auth import Principals
 from .health import StoreHealth
 from .registry import SHUTDOWN_GRACE, Limits, Registry
+from .sockets import RequestSockets, bound_idle_sockets, shut_down_accepted
 
 __all__ = ["RemoteConfigError", "Tls", "is_loopback", "parse_listen", "run_http", "serve_http"]
 
@@ -58,6 +59,10 @@ GRACEFUL_TIMEOUT = 2.0
 """Seconds Hypercorn gives open sockets to close once the connections have ended."""
 CUT_AFTER = SHUTDOWN_GRACE + GRACEFUL_TIMEOUT + 1.0
 """Seconds after the stop begins when client sockets still open are shut down."""
+
+
+BACKLOG = 1024
+"""Connections the kernel completes and holds until the server accepts them."""
 
 
 class RemoteConfigError(ValueError):
@@ -92,7 +97,7 @@ def is_loopback(host: str) -> bool:
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        sock = socket.create_server((host, port), family=family, backlog=1024)
+        sock = socket.create_server((host, port), family=family, backlog=BACKLOG)
     except OSError as exc:
         raise RemoteConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -119,6 +124,11 @@ def _hypercorn_config(fd: int, limits: Limits, tls: Tls | None) -> Any:
     # with an error (as on stdio); larger ones close the socket (1009).
     config.websocket_max_message_size = 2 * limits.max_message
     config.graceful_timeout = GRACEFUL_TIMEOUT
+    config.backlog = BACKLOG  # Hypercorn listens on the socket again, with its own (100)
+    # Hypercorn's idle timer runs from accept (after the TLS handshake) until a request
+    # head is complete, and between two requests on a kept-alive socket.
+    config.keep_alive_timeout = limits.head_timeout
+    config.ssl_handshake_timeout = limits.head_timeout
     return config
 
 
@@ -219,7 +229,8 @@ async def serve_http(
 
     registry = Registry(bounds, make_server)
     health = StoreHealth(shared)
-    app = RemoteApp(registry, who, health)
+    requests = RequestSockets()
+    app = RemoteApp(registry, who, health, requests)
     stopping = stop if stop is not None else anyio.Event()
     # A long-running server builds the protocol models before it listens, once, rather
     # than on the first connection that goes quiet (stdio keeps that lazy start-up).
@@ -239,6 +250,7 @@ async def serve_http(
                 health.start(tg)
                 await tg.start(_watch_signals, stopping)  # before clients are told
                 tg.start_soon(_cut_stalled_sockets, stopping, port)
+                tg.start_soon(bound_idle_sockets, port, requests, bounds.idle_sockets)
                 if ready is not None:
                     shown = f"[{host}]" if ":" in host else host
                     ready(f"{'https' if tls else 'http'}://{shown}:{port}/acp")
@@ -266,42 +278,29 @@ async def _cut_stalled_sockets(stopping: anyio.Event, port: int) -> None:
     open: a client that does not read holds a write, and so the stop, forever."""
     await stopping.wait()
     await anyio.sleep(CUT_AFTER)
-    cut = _shut_down_accepted(port)
+    cut = shut_down_accepted(port)
     if cut:
         log.warning("stopping: cut %d client socket(s) that did not close in time", cut)
 
 
-def _shut_down_accepted(port: int) -> int:
-    """Shut down (and reset on close) this process's TCP sockets accepted on ``port``;
-    their pending writes then fail at once. Returns how many there were."""
-    cut = 0
-    try:
-        names = os.listdir("/dev/fd")
-    except OSError:  # no /dev/fd here: nothing to cut
-        return 0
-    for name in names:
-        try:
-            fd = int(name)
-            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
-                continue
-            sock = socket.socket(fileno=fd)
-        except (ValueError, OSError):
-            continue
-        try:
-            inet = sock.family in (socket.AF_INET, socket.AF_INET6)
-            if inet and sock.type == socket.SOCK_STREAM and sock.getsockname()[1] == port:
-                sock.getpeername()  # an accepted socket (the listening one has no peer)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                sock.shutdown(socket.SHUT_RDWR)
-                cut += 1
-        except OSError:
-            pass
-        finally:
-            sock.detach()  # the fd stays its owner's
-    return cut
-
-
 def run_http(agent: AgentSource, *, backend: Backend = "auto", **options: Any) -> int:
-    """Serve ``agent`` remotely in this process (see :func:`serve_http`); returns 0."""
+    """Serve ``agent`` remotely in this process (see :func:`serve_http`), with as many
+    file descriptors as the system lets it open; returns 0."""
+    raise_fd_limit()
     run(lambda: serve_http(agent, **options), backend=backend)
     return 0
+
+
+def raise_fd_limit() -> None:
+    """Raise this process's soft limit on open files to its hard limit: each client
+    socket is a descriptor, and at the limit the event loop accepts no one (libuv, under
+    uvloop, then closes at once the connections waiting to be accepted, whoever they
+    come from)."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):  # a hard limit the kernel refuses
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -8,8 +8,8 @@ Every update goes through the SDK's own schema models, so a message it cannot pa
 fails the test. Two agent processes per framework (each imports its framework): the first
 runs the turns, the second loads the session and goes on.
 
-The official TypeScript SDK's client does the same (``ts/drive.mjs``, run by node); it
-installs the SDK from npm, so it runs only with ``ACP_AGENT_TS_INTEROP=1``.
+The official TypeScript SDK's client does the same (``ts/drive.mjs``, run by node, on the
+pinned node project ``tests/ts``; skipped without node and npm, failed in CI then).
 """
 
 from __future__ import annotations
@@ -265,14 +265,14 @@ def assert_the_model_remembers(
 
 
 @pytest.fixture(scope="module")
-def node_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return ts_sdk.node_project(tmp_path_factory, Path(__file__).with_name("ts") / "drive.mjs")
+def node_project(ts_sdk_project: Path) -> Path:
+    return ts_sdk.with_scripts(ts_sdk_project, Path(__file__).with_name("ts") / "drive.mjs")
 
 
 async def test_the_typescript_sdk_client_drives_the_adapter(
     framework: Framework, fake: FakeModelServer, node_project: Path, tmp_path: Path
 ) -> None:
-    """The same run with the TypeScript SDK's client (``ts/drive.mjs``), opt-in."""
+    """The same run with the TypeScript SDK's client (``ts/drive.mjs``)."""
     config = {
         "command": [sys.executable, *agent_args(framework, tmp_path / "s.db")],
         "cwd": str(tmp_path),

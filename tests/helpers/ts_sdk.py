@@ -1,8 +1,10 @@
-"""The official TypeScript SDK, installed from npm into a temporary node project, for the
-interop tests that drive this project's agents with it (they run its scripts with node).
+"""The official TypeScript SDK for the interop tests that drive this project's agents with
+it: the node project ``tests/ts`` (its ``package.json`` pins the SDK, its
+``package-lock.json`` every package), installed with ``npm ci`` once per test session into
+the session's temporary directory, outside the source tree.
 
-Not part of the default run: without ``ACP_AGENT_TS_INTEROP=1`` (or without node and npm)
-the tests that use it are skipped.
+Where node or npm is missing the tests that use it are skipped, except in CI
+(``CI=true``), where that fails; a failing ``npm ci`` always fails.
 """
 
 from __future__ import annotations
@@ -14,22 +16,37 @@ from pathlib import Path
 
 import pytest
 
-SDK = "@agentclientprotocol/sdk@2.4.0"
-WS = "ws@8"  # node 20 has no WebSocket of its own; the SDK takes this one
+PROJECT = Path(__file__).resolve().parents[1] / "ts"
+FILES = ("package.json", "package-lock.json")
+INSTALL_TIMEOUT = 300.0  # seconds for npm ci (it reuses npm's own cache when it can)
 
 
-def node_project(tmp_path_factory: pytest.TempPathFactory, *scripts: Path) -> Path:
-    """A node project with the SDK installed and ``scripts`` copied in (or a skip)."""
-    if os.environ.get("ACP_AGENT_TS_INTEROP") != "1":
-        pytest.skip("set ACP_AGENT_TS_INTEROP=1 to install the TypeScript SDK from npm and run it")
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not installed")
-    project = tmp_path_factory.mktemp("ts-interop")
-    (project / "package.json").write_text('{"type": "module", "private": true}')
-    install = ["npm", "install", "--silent", "--no-audit", "--no-fund", SDK, "zod", WS]
-    done = subprocess.run(install, cwd=project, capture_output=True, timeout=300)
+def missing_tools() -> list[str]:
+    return [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+
+
+def install(base: Path) -> Path:
+    """``tests/ts`` installed with ``npm ci`` under ``base``; returns the project's
+    directory (skips, or fails in CI, without node and npm)."""
+    missing = missing_tools()
+    if missing:
+        why = f"{' and '.join(missing)} not found: the TypeScript SDK interop tests need node 20+"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    project = base / "ts-sdk"
+    project.mkdir()
+    for name in FILES:
+        shutil.copy(PROJECT / name, project / name)
+    command = ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"]
+    done = subprocess.run(command, cwd=project, capture_output=True, timeout=INSTALL_TIMEOUT)
     if done.returncode != 0:
-        pytest.fail(f"npm install failed: {done.stderr.decode()[-2000:]}")
+        pytest.fail(f"npm ci failed in {project}: {done.stderr.decode()[-2000:]}")
+    return project
+
+
+def with_scripts(project: Path, *scripts: Path) -> Path:
+    """``project`` with ``scripts`` copied in (node finds the packages beside them)."""
     for script in scripts:
         shutil.copy(script, project / script.name)
     return project

@@ -2,7 +2,8 @@
 reference agent through its command table (``tests/remote/ts/interop.mjs``, run by node),
 in clear and over TLS (``https://``, ``wss://``) with a certificate made in the test.
 
-Not part of the default run (it installs the SDK from npm): set ``ACP_AGENT_TS_INTEROP=1``.
+The SDK is the pinned node project ``tests/ts`` (see ``tests/helpers/ts_sdk.py``): skipped
+without node and npm, failed in CI then.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def node_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return ts_sdk.node_project(tmp_path_factory, SCRIPT)
+def node_project(ts_sdk_project: Path) -> Path:
+    return ts_sdk.with_scripts(ts_sdk_project, SCRIPT)
 
 
 @pytest.mark.parametrize("kind", ["http", "websocket", "https", "wss"])

@@ -7,7 +7,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ import anyio.abc
 import httpx
 import pytest
 
+from acp_agent._loop import uvloop_installed
 from tests.helpers.wire_client import ROOT, child_env, spawn
 
 from ._raw import open_socket, raw_websocket, wait_stalled
@@ -28,15 +29,18 @@ SERVE = [sys.executable, "-m", "acp_agent", "--store", "memory", "serve"]
 STOP_WITHIN = 10.0  # seconds SIGTERM may take to stop the server, whatever its clients do
 
 ONE_LOOP = pytest.mark.parametrize("anyio_backend", ["asyncio"])  # the server's is its own
+#: the event loops the server runs on (its own, in its process)
+SERVER_BACKENDS = ["asyncio", *(["uvloop"] if uvloop_installed() else []), "trio"]
 
 
 @asynccontextmanager
 async def serving(
-    *args: str, backend: str = "auto"
+    *args: str, backend: str = "auto", python: Sequence[str] = (sys.executable,)
 ) -> AsyncIterator[tuple[anyio.abc.Process, str, bytearray]]:
     """Start ``acp-agent-kit serve ARGS`` on a free loopback port (the server on
-    ``backend``); yield the process, its URL and its stderr so far (growing)."""
-    command = [*SERVE[:-1], "--backend", backend, SERVE[-1]]
+    ``backend``, run by ``python``); yield the process, its URL and its stderr so far
+    (growing)."""
+    command = [*python, *SERVE[1:-1], "--backend", backend, SERVE[-1]]
     process = await anyio.open_process(
         [*command, "--listen", "127.0.0.1:0", *args],
         stdin=subprocess.DEVNULL,
@@ -139,7 +143,7 @@ async def test_the_bridge_serves_a_remote_agent_over_stdio(kind: str, tmp_path: 
 
 
 @ONE_LOOP
-@pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("server_backend", SERVER_BACKENDS)
 async def test_sigterm_stops_the_server_while_a_websocket_client_reads_nothing(
     server_backend: str, tmp_path: Path
 ) -> None:
@@ -160,7 +164,7 @@ async def test_sigterm_stops_the_server_while_a_websocket_client_reads_nothing(
 
 
 @ONE_LOOP
-@pytest.mark.parametrize("server_backend", ["asyncio", "trio"])
+@pytest.mark.parametrize("server_backend", SERVER_BACKENDS)
 async def test_sigterm_stops_the_server_while_an_sse_client_reads_nothing(
     server_backend: str, tmp_path: Path
 ) -> None:
