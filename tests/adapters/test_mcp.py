@@ -1,0 +1,105 @@
+"""MCP servers given in ``session/new`` / ``session/load``, connected by the pydantic-ai
+and OpenAI Agents SDK adapters with their framework's own MCP client: a real
+``acp-agent-kit --agent`` subprocess on the fake endpoint, a real stdio MCP server
+subprocess (``tests/llm/fixtures/mcp_calc.py``), the SQLite store on disk."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai.mcp")
+pytest.importorskip("agents")
+
+from acp_agent.llm.fake_server import FakeModelServer
+
+from .serving import SLOW, calls, served, statuses, text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
+
+CALC = str(Path(__file__).parents[1] / "llm" / "fixtures" / "mcp_calc.py")
+
+#: the agent, and the name its framework gives the calc server's ``add`` tool
+AGENTS = {
+    "pydantic-ai": ("tests.adapters.example_pydantic:agent", "calc_add"),
+    "openai-agents": ("tests.adapters.oa_agent:served", "add"),
+}
+
+
+@pytest.fixture(params=sorted(AGENTS))
+def agent(request: pytest.FixtureRequest) -> tuple[str, str]:
+    return AGENTS[str(request.param)]
+
+
+def calc(tmp_path: Path, token: str, **env: str) -> dict[str, Any]:
+    """The calc server as ACP's ``McpServer``, carrying a secret in its env."""
+    variables = {"CALC_TOKEN": token, "MCP_CALC_STARTS": str(tmp_path / "starts"), **env}
+    return {
+        "name": "calc",
+        "command": sys.executable,
+        "args": [CALC],
+        "env": [{"name": k, "value": v} for k, v in variables.items()],
+    }
+
+
+def starts(tmp_path: Path) -> list[int]:
+    path = tmp_path / "starts"
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+async def test_a_stdio_server_is_held_for_the_session_and_its_tool_answers(
+    agent: tuple[str, str], fake: FakeModelServer, tmp_path: Path
+) -> None:
+    spec, tool = agent
+    token = f"tok-{os.urandom(8).hex()}"
+    store = tmp_path / "sessions.db"
+    async with served(spec, fake, str(store)) as client:
+        result, _ = await client.call(
+            "session/new", {"cwd": str(tmp_path), "mcpServers": [calc(tmp_path, token)]}
+        )
+        sid = str(result["sessionId"])
+        for n in (2, 3):
+            turn = await client.prompt(sid, f"fake:call {tool} a={n} b=3", timeout=SLOW)
+            assert turn.stop_reason == "end_turn", turn.response
+            [updates] = calls(turn).values()
+            assert updates[0]["sessionUpdate"] == "tool_call"
+            assert (updates[0]["name"], updates[0]["kind"]) == (tool, "other")
+            assert statuses(updates)[-1] == "completed"
+            assert text(updates) == str(n + 3)
+            # the result reached the model
+            tool_messages = [m for m in fake.requests[-1]["messages"] if m["role"] == "tool"]
+            assert tool_messages[-1]["content"] == str(n + 3)
+        assert len(starts(tmp_path)) == 1  # opened once, not per turn
+        await client.call("session/close", {"sessionId": sid})
+        [pid] = starts(tmp_path)
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # stopped and reaped by session/close
+        assert holding(store, token) == []  # the store and its WAL, the agent running
+    assert holding(store, token) == []
+
+
+def holding(store: Path, secret: str) -> list[str]:
+    """The files of the SQLite store (the database, its WAL) whose bytes hold ``secret``."""
+    files = [p for p in store.parent.iterdir() if p.name.startswith(store.name)]
+    assert store in files
+    return [p.name for p in files if secret.encode() in p.read_bytes()]
+
+
+async def test_a_server_that_cannot_start_fails_the_turn_naming_it(
+    agent: tuple[str, str], fake: FakeModelServer, tmp_path: Path
+) -> None:
+    spec, _ = agent
+    missing = {"name": "nowhere", "command": str(tmp_path / "no-such-server"), "args": []}
+    async with served(spec, fake) as client:
+        result, _ = await client.call(
+            "session/new", {"cwd": str(tmp_path), "mcpServers": [missing]}
+        )
+        turn = await client.prompt(str(result["sessionId"]), "fake:cold", timeout=SLOW)
+    error = turn.response["error"]
+    assert error["code"] == -32603
+    assert error["message"].startswith("MCP server 'nowhere' could not be started: ")
+    assert error["data"]["server"] == "nowhere"
