@@ -72,7 +72,7 @@ async def test_a_stdio_server_is_held_for_the_session_and_its_tool_answers(
             assert text(updates) == str(n + 3)
             # the result reached the model
             tool_messages = [m for m in fake.requests[-1]["messages"] if m["role"] == "tool"]
-            assert tool_messages[-1]["content"] == str(n + 3)
+            assert as_text(tool_messages[-1]["content"]) == str(n + 3)
         assert len(starts(tmp_path)) == 1  # opened once, not per turn
         await client.call("session/close", {"sessionId": sid})
         [pid] = starts(tmp_path)
@@ -80,6 +80,11 @@ async def test_a_stdio_server_is_held_for_the_session_and_its_tool_answers(
             os.kill(pid, 0)  # stopped and reaped by session/close
         assert holding(store, token) == []  # the store and its WAL, the agent running
     assert holding(store, token) == []
+
+
+def as_text(content: Any) -> str:
+    """A Chat Completions message's content: text, or text parts."""
+    return content if isinstance(content, str) else "".join(p["text"] for p in content)
 
 
 def holding(store: Path, secret: str) -> list[str]:
