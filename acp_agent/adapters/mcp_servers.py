@@ -80,11 +80,15 @@ def server_env(items: Any) -> dict[str, str]:
 
 async def answered(request: Awaitable[object]) -> None:
     """Await an MCP request (a ping): an error answer is an answer too (a server may not
-    know ``ping``); only a transport failure or no answer raises."""
+    know ``ping``); a closed connection, a timeout or a transport failure raises."""
     from mcp.shared.exceptions import MCPError
+    from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
-    with contextlib.suppress(MCPError):
+    try:
         await request
+    except MCPError as exc:
+        if exc.error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+            raise
 
 
 @dataclass(eq=False)

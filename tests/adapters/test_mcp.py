@@ -6,6 +6,8 @@ subprocess (``tests/llm/fixtures/mcp_calc.py``), the SQLite store on disk."""
 from __future__ import annotations
 
 import os
+import select
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -108,3 +110,74 @@ async def test_a_server_that_cannot_start_fails_the_turn_naming_it(
     assert error["code"] == -32603
     assert error["message"].startswith("MCP server 'nowhere' could not be started: ")
     assert error["data"]["server"] == "nowhere"
+
+
+def wait_exited(pid: int, timeout: float = 30.0) -> None:
+    """Block until process ``pid`` has exited (its pidfd becomes readable)."""
+    fd = os.pidfd_open(pid)
+    try:
+        readable, _, _ = select.select([fd], [], [], timeout)
+        assert readable, f"process {pid} did not exit"
+    finally:
+        os.close(fd)
+
+
+async def test_a_server_that_died_is_started_again_for_the_next_turn(
+    agent: tuple[str, str], fake: FakeModelServer, tmp_path: Path
+) -> None:
+    spec, tool = agent
+    async with served(spec, fake) as client:
+        result, _ = await client.call(
+            "session/new", {"cwd": str(tmp_path), "mcpServers": [calc(tmp_path, "t")]}
+        )
+        sid = str(result["sessionId"])
+        turn = await client.prompt(sid, f"fake:call {tool} a=1 b=1", timeout=SLOW)
+        assert turn.stop_reason == "end_turn", turn.response
+        [first] = starts(tmp_path)
+        os.kill(first, signal.SIGKILL)
+        wait_exited(first)
+        turn = await client.prompt(sid, f"fake:call {tool} a=2 b=2", timeout=SLOW)
+        assert turn.stop_reason == "end_turn", turn.response
+        [updates] = calls(turn).values()
+        assert (statuses(updates)[-1], text(updates)) == ("completed", "4")
+        assert starts(tmp_path)[0] == first and len(starts(tmp_path)) == 2
+
+
+async def test_session_load_connects_the_servers_and_the_end_stops_them(
+    agent: tuple[str, str], fake: FakeModelServer, tmp_path: Path
+) -> None:
+    """No session/close: the connection's end stops the server; a new process loads the
+    session with its servers, which answer again."""
+    spec, tool = agent
+    store = str(tmp_path / "sessions.db")
+    params: dict[str, Any] = {"cwd": str(tmp_path), "mcpServers": [calc(tmp_path, "t")]}
+    async with served(spec, fake, store) as client:
+        result, _ = await client.call("session/new", params)
+        sid = str(result["sessionId"])
+        turn = await client.prompt(sid, f"fake:call {tool} a=1 b=2", timeout=SLOW)
+        assert turn.stop_reason == "end_turn", turn.response
+    [first] = starts(tmp_path)
+    with pytest.raises(ProcessLookupError):
+        os.kill(first, 0)  # stopped and reaped when the connection ended
+    async with served(spec, fake, store) as client:
+        await client.call("session/load", {**params, "sessionId": sid})
+        turn = await client.prompt(sid, f"fake:call {tool} a=3 b=4", timeout=SLOW)
+        assert turn.stop_reason == "end_turn", turn.response
+        [updates] = calls(turn).values()
+        assert (statuses(updates)[-1], text(updates)) == ("completed", "7")
+        assert len(starts(tmp_path)) == 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "announced"),
+    [
+        ("tests.adapters.example_pydantic:agent", {"http": True, "sse": True}),
+        ("tests.adapters.oa_agent:served", {"http": True, "sse": True}),
+    ],
+)
+async def test_initialize_announces_the_transports_the_framework_connects(
+    spec: str, announced: dict[str, bool], fake: FakeModelServer
+) -> None:
+    async with served(spec, fake) as client:
+        result, _ = await client.call("initialize", {"protocolVersion": 1})
+    assert result["agentCapabilities"]["mcpCapabilities"] == announced
