@@ -3,8 +3,9 @@
 Owns :func:`open_toolset`: one ACP ``McpServer`` (stdio, ``http`` for streamable HTTP,
 ``sse``) as a pydantic-ai ``MCPToolset`` on the fastmcp transport of that kind (stdio in
 the session's cwd, with the given ``env``; HTTP with the given ``headers``), its tools
-prefixed with the server's name (``calc_add``: pydantic-ai's way to keep two servers'
-tools apart), entered (connected) for as long as the context is; and :func:`ping`.
+prefixed with the server's name (``calc_add``; letters, digits, ``_`` and ``-`` only:
+pydantic-ai's way to keep two servers' tools apart), entered (connected) for as long as
+the context is; and :func:`ping`.
 Holding it for the session is :mod:`acp_agent.adapters.mcp_servers`'s job.
 
 pydantic-ai's MCP client is fastmcp (the ``mcp`` extra of ``pydantic-ai-slim``); this
@@ -14,6 +15,7 @@ module imports it only when a server is opened.
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["mcp_client_installed", "open_toolset", "ping"]
 
+#: what a tool name may not hold (the OpenAI function-name alphabet)
+_NOT_IN_NAMES: Final = re.compile(r"[^A-Za-z0-9_-]+")
 #: how long fastmcp waits for the server's ``initialize`` answer (a stdio server starts first)
 INIT_TIMEOUT: Final = 30.0
 
@@ -67,7 +71,7 @@ async def open_toolset(spec: Mapping[str, Any], cwd: str) -> AsyncIterator[Abstr
         raise ValueError(f"unsupported MCP transport {kind!r}")
     toolset: MCPToolset[Any] = MCPToolset(transport, init_timeout=INIT_TIMEOUT)
     async with toolset:
-        yield toolset.prefixed(server_name(spec, 0))
+        yield toolset.prefixed(_NOT_IN_NAMES.sub("_", server_name(spec, 0)).strip("_") or "mcp")
 
 
 async def ping(toolset: AbstractToolset[Any]) -> None:

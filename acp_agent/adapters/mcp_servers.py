@@ -3,12 +3,14 @@ adapted agent.
 
 Owns :class:`SessionServers`: each server of ``session.mcp_servers`` is opened with the
 framework's own MCP client (an *opener* the adapter gives: an async context manager that
-yields the framework's server object, connected), once per session, at its first prompt,
-and held open for the session's life. An MCP client is a stack of async context managers
-with task groups inside, so the task that enters it must leave it: each server gets a
-task of its own, in a task group that :meth:`SessionServers.running` opens and the
-adapter holds open in its :meth:`~acp_agent.agent.Agent.lifespan` (the connection's
-life). The task opens the server, waits for its stop signal, and closes it.
+yields the framework's server object, connected), once per session, and held open for the
+session's life. Opening starts when the session is created or loaded (:meth:`start`),
+while the client sets up; the first prompt waits for it (:meth:`ready`). An MCP client
+is a stack of async context managers with task groups inside, so the task that enters it
+must leave it: each server gets a task of its own, in a task group that
+:meth:`SessionServers.running` opens and the adapter holds open in its
+:meth:`~acp_agent.agent.Agent.lifespan` (the connection's life). The task opens the
+server, waits for its stop signal, and closes it.
 
 Before every turn each held server is pinged (bounded); one that died, or whose task
 ended, is opened again. A server that cannot be opened within the connect timeout fails
@@ -44,7 +46,7 @@ log = logging.getLogger("acp_agent.adapters.mcp")
 T = TypeVar("T")
 Opener = Callable[[Mapping[str, Any], str], AbstractAsyncContextManager[T]]
 
-#: the key of a session's held servers in ``session.state`` (set at its first prompt)
+#: the key of a session's held servers in ``session.state`` (a session with servers only)
 STATE_KEY: Final = "adapters.mcp"
 #: how long a held server may take to answer the ping before a turn
 PING_BOUND: Final = 5.0
@@ -150,20 +152,22 @@ class SessionServers(Generic[T]):
                 await _stop(list(group.held))
                 tg.cancel_scope.cancel()
 
+    def start(self, session: Session) -> None:
+        """Start opening the session's servers (``session/new``, ``session/load``);
+        returns at once. Without the lifespan, :meth:`ready` reports it."""
+        group = self._current.get()
+        if session.mcp_servers and group is not None:
+            self._held(session, group)
+
     async def ready(self, session: Session) -> list[T]:
-        """The session's servers, open: started at the first call, those that died
-        started again. Raises :class:`McpServerFailed` for one that cannot start."""
+        """The session's servers, open (those that died started again); waits for
+        those still opening. Raises :class:`McpServerFailed` for one that cannot start."""
         if not session.mcp_servers:
             return []
         group = self._current.get()
         if group is None:
             raise InternalError("MCP servers need the agent's lifespan (serve it with AcpServer)")
-        held: list[_Held[T]] | None = session.state.get(STATE_KEY)
-        if held is None:
-            held = [_Held(spec, server_name(spec, i)) for i, spec in enumerate(session.mcp_servers)]
-            session.state[STATE_KEY] = held
-            for one in held:
-                self._start(group, one, session.cwd)
+        held = self._held(session, group)
         for i, one in enumerate(held):
             if one.ready.is_set() and not await self._alive(one):
                 await _stop([one])
@@ -182,6 +186,16 @@ class SessionServers(Generic[T]):
         held: list[_Held[T]] | None = session.state.pop(STATE_KEY, None)
         if held:
             await _stop(held)
+
+    def _held(self, session: Session, group: _Group) -> list[_Held[T]]:
+        """The session's servers, their tasks started the first time."""
+        held: list[_Held[T]] | None = session.state.get(STATE_KEY)
+        if held is None:
+            held = [_Held(spec, server_name(spec, i)) for i, spec in enumerate(session.mcp_servers)]
+            session.state[STATE_KEY] = held
+            for one in held:
+                self._start(group, one, session.cwd)
+        return held
 
     def _start(self, group: _Group, one: _Held[T], cwd: str) -> None:
         group.held.add(one)

@@ -132,6 +132,12 @@ class PydanticAIAgent(Agent):
         async with super().lifespan(), self.mcp.running():
             yield
 
+    async def new_session(self, session: Session) -> None:
+        self.mcp.start(session)
+
+    async def load_session(self, session: Session) -> None:
+        self.mcp.start(session)
+
     async def close_session(self, session: Session) -> None:
         await self.mcp.close(session)
 
