@@ -18,6 +18,7 @@ pytest.importorskip("pydantic_ai.mcp")
 pytest.importorskip("agents")
 
 from acp_agent.llm.fake_server import FakeModelServer
+from tests.llm.harness import mcp_web_server
 
 from .serving import SLOW, calls, served, statuses, text
 
@@ -181,3 +182,34 @@ async def test_initialize_announces_the_transports_the_framework_connects(
     async with served(spec, fake) as client:
         result, _ = await client.call("initialize", {"protocolVersion": 1})
     assert result["agentCapabilities"]["mcpCapabilities"] == announced
+
+
+async def test_a_streamable_http_server_gets_its_headers_which_stay_off_disk(
+    agent: tuple[str, str], fake: FakeModelServer, tmp_path: Path
+) -> None:
+    """The server answers 401 without the token header: the call succeeding shows the
+    header arrived; the store and its WAL never hold it."""
+    spec, tool = agent
+    tool = tool.replace("calc_", "web_")
+    token = f"tok-{os.urandom(8).hex()}"
+    store = tmp_path / "sessions.db"
+    async with mcp_web_server(token) as url, served(spec, fake, str(store)) as client:
+        server = {
+            "type": "http",
+            "name": "web",
+            "url": url,
+            "headers": [{"name": "X-Calc-Token", "value": token}],
+        }
+        result, _ = await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": [server]})
+        turn = await client.prompt(
+            str(result["sessionId"]), f"fake:call {tool} a=2 b=5", timeout=SLOW
+        )
+        assert turn.stop_reason == "end_turn", turn.response
+        [updates] = calls(turn).values()
+        assert (updates[0]["name"], statuses(updates)[-1], text(updates)) == (
+            tool,
+            "completed",
+            "7",
+        )
+        assert holding(store, token) == []
+    assert holding(store, token) == []
