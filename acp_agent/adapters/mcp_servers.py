@@ -30,14 +30,15 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import anyio
-import anyio.abc
 
 from ..errors import InternalError
-from ..llm.mcp_host import describe
 from ..session import Session
+
+if TYPE_CHECKING:
+    import anyio.abc
 
 __all__ = ["McpServerFailed", "SessionServers", "answered", "server_env", "server_name"]
 
@@ -64,6 +65,18 @@ class McpServerFailed(InternalError):
             f"MCP server {name!r} could not be started: {reason}",
             data={"server": name, "reason": reason},
         )
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a failure: the first leaf of an exception group, its type and text.
+    (Not :func:`acp_agent.llm.mcp_host.describe`: importing the LLM agent's package
+    would make every adapter's start-up slower.)"""
+    inner = getattr(exc, "exceptions", None)
+    while isinstance(inner, tuple) and inner and isinstance(inner[0], BaseException):
+        exc = inner[0]
+        inner = getattr(exc, "exceptions", None)
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
 
 
 def server_name(spec: Mapping[str, Any], index: int) -> str:
