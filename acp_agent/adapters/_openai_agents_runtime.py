@@ -1,22 +1,29 @@
 """The OpenAI Agents SDK side of its adapter: the part that imports the framework.
 
 Owns :class:`ToolStarts`, run hooks that tell the adapter when a function tool really
-starts running (after any approval), by the model's tool call id, and
-:func:`editor_tools`, the client's editor as function tools. Only
+starts running (after any approval), by the model's tool call id,
+:func:`editor_tools`, the client's editor as function tools, and :func:`open_server` /
+:func:`ping`: an ACP session's MCP server as the SDK's own ``MCPServerStdio``,
+``MCPServerStreamableHttp`` or ``MCPServerSse``, connected while the context is open
+(holding it for the session is :mod:`acp_agent.adapters.mcp_servers`'s job). Only
 :mod:`acp_agent.adapters.openai_agents` imports this module, when an agent is first
 served, so that importing the adapter does not import the SDK.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 from agents import FunctionTool, RunHooks, function_tool
+from agents.mcp import MCPServer, MCPServerSse, MCPServerStdio, MCPServerStreamableHttp
 from agents.run_context import RunContextWrapper
 from agents.tool_context import ToolContext
 
-__all__ = ["ToolStarts", "editor_tools"]
+from .mcp_servers import answered, server_env, server_name
+
+__all__ = ["ToolStarts", "editor_tools", "open_server", "ping"]
 
 
 class ToolStarts(RunHooks[Any]):
@@ -92,3 +99,42 @@ def editor_tools(*, approve_writes: bool, approve_commands: bool) -> list[Functi
         # the SDK's tools carry no metadata: the adapter reads this attribute
         made.acp_metadata = {KIND_KEY: kind, PATH_KEY: path} if path else {KIND_KEY: kind}  # type: ignore[attr-defined]
     return tools
+
+
+@asynccontextmanager
+async def open_server(spec: Mapping[str, Any], cwd: str) -> AsyncIterator[MCPServer]:
+    """The ACP ``McpServer`` ``spec`` as the SDK's MCP server, connected for the block
+    (its tools listed once: ``cache_tools_list``)."""
+    name = server_name(spec, 0)
+    kind = spec.get("type")
+    server: MCPServer
+    if kind == "http":
+        url, headers = str(spec.get("url", "")), server_env(spec.get("headers"))
+        server = MCPServerStreamableHttp(
+            {"url": url, "headers": headers}, name=name, cache_tools_list=True
+        )
+    elif kind == "sse":
+        url, headers = str(spec.get("url", "")), server_env(spec.get("headers"))
+        server = MCPServerSse({"url": url, "headers": headers}, name=name, cache_tools_list=True)
+    elif kind is None:
+        params: Any = {
+            "command": str(spec.get("command")),
+            "args": [str(a) for a in spec.get("args") or []],
+            "cwd": cwd,
+        }
+        env = server_env(spec.get("env"))
+        if env:
+            params["env"] = env
+        server = MCPServerStdio(params, name=name, cache_tools_list=True)
+    else:
+        raise ValueError(f"unsupported MCP transport {kind!r}")
+    async with server:
+        yield server
+
+
+async def ping(server: MCPServer) -> None:
+    """Raise if ``server`` (made by :func:`open_server`) no longer answers."""
+    session = getattr(server, "session", None)
+    if session is None:
+        raise RuntimeError(f"MCP server {server.name!r} is not connected")
+    await answered(session.send_ping())

@@ -20,20 +20,27 @@ Owns :class:`OpenAIAgentsAgent`, :class:`StoredSession` and the translation of o
 * memory: the run's ``session`` is a :class:`StoredSession` whose items are saved with each
   turn's end (the items the turn added, or the whole list if it removed any) and rebuilt,
   in any process, from the turns saved before; a function call a cut turn left without an
-  output gets one before the next prompt, so the model's history stays valid.
+  output gets one before the next prompt, so the model's history stays valid;
+* MCP servers: those a client gives in ``session/new`` / ``session/load`` are the SDK's
+  own MCP servers (``MCPServerStdio``, ``MCPServerStreamableHttp``, ``MCPServerSse``),
+  held open for the session by :class:`~acp_agent.adapters.mcp_servers.SessionServers`
+  and added to the agent's ``mcp_servers`` for each run (a clone of the agent).
 
 The SDK runs on asyncio only. Nothing of it is imported until an agent is first served.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Final
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, ClassVar, Final
 
 import orjson
 
 from ..agent import Agent, Command, PromptTurn, StopReason
 from ..session import Session
+from .mcp_servers import SessionServers
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
 from .turns import (
     PATH_KEY,
@@ -151,6 +158,9 @@ class OpenAIAgentsAgent(Agent):
     """
 
     name = "openai-agents"
+    # the SDK's MCP servers: stdio, streamable HTTP and SSE
+    mcp_http: ClassVar[bool] = True
+    mcp_sse: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -174,24 +184,46 @@ class OpenAIAgentsAgent(Agent):
         self.max_turns = max_turns
         if name is not None:
             self.name = name  # type: ignore[misc]
+        #: the MCP servers of the sessions, held open
+        self.mcp: SessionServers[Any] = SessionServers(_open_server, _ping)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Hold the sessions' MCP servers for the connection (they stop at its end)."""
+        async with super().lifespan(), self.mcp.running():
+            yield
+
+    async def new_session(self, session: Session) -> None:
+        self.mcp.start(session)
+
+    async def load_session(self, session: Session) -> None:
+        self.mcp.start(session)
+
+    async def close_session(self, session: Session) -> None:
+        await self.mcp.close(session)
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands
 
     async def prompt(self, turn: PromptTurn) -> StopReason:
         require_asyncio("The OpenAI Agents SDK")
+        servers = await self.mcp.ready(turn.session)
+        agent = self.agent.clone(mcp_servers=[*self.agent.mcp_servers, *servers])
         # rebuilt from the session's saved turns: they are the memory, in any process
         stored = StoredSession.rebuilt(turn.session.session_id, saved(turn.session)[0])
         adapter = AdapterTurn(turn)
-        run = _AgentsRun(self, adapter, stored)
+        run = _AgentsRun(self, agent, adapter, stored)
         return await serve_turn(adapter, run.run, lambda: stored.turn_memory())
 
 
 class _AgentsRun:
     """One prompt turn: runs the agent (and resumes it after each interruption)."""
 
-    def __init__(self, owner: OpenAIAgentsAgent, adapter: AdapterTurn, stored: StoredSession):
+    def __init__(
+        self, owner: OpenAIAgentsAgent, agent: Any, adapter: AdapterTurn, stored: StoredSession
+    ) -> None:
         self.owner = owner
+        self.agent = agent
         self.adapter = adapter
         self.stored = stored
         self.client = adapter.client
@@ -212,7 +244,7 @@ class _AgentsRun:
         request: Any = prompt_text(self.adapter.turn.blocks)
         while True:
             result = Runner.run_streamed(
-                self.owner.agent,
+                self.agent,
                 request,
                 session=self.stored,
                 hooks=hooks,
@@ -259,7 +291,7 @@ class _AgentsRun:
             item = event.item
             if event.name == "tool_output":
                 call_id = str(_field(item.raw_item, "call_id"))
-                output = item.output if isinstance(item.output, str) else str(item.output)
+                output = _output_text(item)
                 await self.adapter.calls.finish(call_id, output, failed=call_id in self.rejected)
             elif event.name == "handoff_occured":
                 call_id = str(_field(item.raw_item, "call_id"))
@@ -301,6 +333,31 @@ class _AgentsRun:
         self.adapter.add_usage(int(usage.input_tokens or 0), int(usage.output_tokens or 0))
         if self.owner.context_window is not None:
             await self.client.usage(int(usage.total_tokens), self.owner.context_window)
+
+
+def _open_server(spec: Mapping[str, Any], cwd: str) -> AbstractAsyncContextManager[Any]:
+    from ._openai_agents_runtime import open_server
+
+    return open_server(spec, cwd)
+
+
+async def _ping(server: Any) -> None:
+    from ._openai_agents_runtime import ping
+
+    await ping(server)
+
+
+def _output_text(item: Any) -> str:
+    """The text of a tool output as the model is given it: the raw item's output (text,
+    or text parts: an MCP tool's result), else the tool's value as text."""
+    raw = _field(item.raw_item, "output")
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, list):
+        texts = [_field(part, "text") for part in raw]
+        if texts and all(isinstance(t, str) for t in texts):
+            return "".join(texts)
+    return item.output if isinstance(item.output, str) else str(item.output)
 
 
 def _field(raw: Any, name: str) -> Any:

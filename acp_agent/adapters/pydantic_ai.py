@@ -25,8 +25,10 @@ Each prompt turn is one pydantic-ai run, driven node by node (``Agent.iter``):
   when the context window is known, is sent as ``usage_update``.
 
 :func:`editor_toolset` gives the client's editor as pydantic-ai tools. The model is the
-``model`` config option when more than one is offered (``models=``). MCP servers given
-in ``session/new`` are not connected yet (the agent's own toolsets are used).
+``model`` config option when more than one is offered (``models=``). The MCP servers a
+client gives in ``session/new`` / ``session/load`` are pydantic-ai MCP toolsets
+(:mod:`acp_agent.adapters._pydantic_ai_mcp`), held open for the session by
+:class:`~acp_agent.adapters.mcp_servers.SessionServers` and added to each run's toolsets.
 
 This module imports pydantic-ai only when an agent is adapted or a toolset made.
 """
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import anyio
@@ -44,7 +46,9 @@ from ..agent import Agent, Command, ConfigOption, PromptCapabilities, PromptTurn
 from ..client import ToolKind, ToolStatus
 from ..errors import AcpError
 from ..session import Session
-from . import editor
+from ._pydantic_ai_editor import editor_toolset
+from ._pydantic_ai_mcp import mcp_client_installed, open_toolset, ping
+from .mcp_servers import SessionServers
 from .turns import (
     PATH_KEY,
     PLAN_KEY,
@@ -61,7 +65,7 @@ if TYPE_CHECKING:
     from pydantic_ai.messages import ModelMessage
     from pydantic_ai.models import Model
     from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext
-    from pydantic_ai.toolsets import FunctionToolset
+    from pydantic_ai.toolsets import AbstractToolset
 
 __all__ = ["PydanticAIAgent", "adapt", "editor_toolset"]
 
@@ -98,6 +102,9 @@ class PydanticAIAgent(Agent):
 
     name = "pydantic-ai"
     prompt_capabilities: ClassVar[PromptCapabilities] = {"image": True, "embeddedContext": True}
+    # pydantic-ai's MCP client (fastmcp) speaks streamable HTTP and SSE besides stdio
+    mcp_http: ClassVar[bool] = mcp_client_installed()
+    mcp_sse: ClassVar[bool] = mcp_http
 
     def __init__(
         self,
@@ -116,6 +123,23 @@ class PydanticAIAgent(Agent):
         choices = [own] if own is not None else []
         choices += [m for m in models if _model_name(m) not in {_model_name(c) for c in choices}]
         self.models: dict[str, Model | str] = {_model_name(m): m for m in choices}
+        #: the MCP servers of the sessions, as toolsets held open
+        self.mcp: SessionServers[AbstractToolset[Any]] = SessionServers(open_toolset, ping)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Hold the sessions' MCP servers for the connection (they stop at its end)."""
+        async with super().lifespan(), self.mcp.running():
+            yield
+
+    async def new_session(self, session: Session) -> None:
+        self.mcp.start(session)
+
+    async def load_session(self, session: Session) -> None:
+        self.mcp.start(session)
+
+    async def close_session(self, session: Session) -> None:
+        await self.mcp.close(session)
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self._commands
@@ -136,7 +160,8 @@ class PydanticAIAgent(Agent):
         ]
 
     async def prompt(self, turn: PromptTurn) -> StopReason:
-        run = _Run(self, AdapterTurn(turn))
+        toolsets = await self.mcp.ready(turn.session)
+        run = _Run(self, AdapterTurn(turn), toolsets)
         with run.adapter.active():
             return await run.run()
 
@@ -144,8 +169,11 @@ class PydanticAIAgent(Agent):
 class _Run:
     """One prompt turn: one pydantic-ai run, its events made ACP updates."""
 
-    def __init__(self, owner: PydanticAIAgent, adapter: AdapterTurn) -> None:
+    def __init__(
+        self, owner: PydanticAIAgent, adapter: AdapterTurn, toolsets: list[AbstractToolset[Any]]
+    ) -> None:
         self.owner = owner
+        self.toolsets = toolsets
         self.adapter = adapter
         self.client = adapter.client
         self.responses = 0
@@ -169,6 +197,7 @@ class _Run:
                 message_history=history,
                 model=model,
                 deps=self.owner.deps,
+                toolsets=self.toolsets,
                 capabilities=[HandleDeferredToolCalls(handler=self._approve)],
             ) as agent_run:
                 self.agent_run = agent_run
@@ -422,82 +451,3 @@ def _user_content(blocks: Sequence[Mapping[str, Any]]) -> list[Any]:
                     f'<resource uri="{resource.get("uri", "")}">\n{resource["text"]}\n</resource>'
                 )
     return out or [""]
-
-
-def editor_toolset(
-    *, approve_writes: bool = True, approve_commands: bool = True
-) -> FunctionToolset[Any]:
-    """The client's editor as pydantic-ai tools: ``read_file``, ``write_file`` and
-    ``run_command`` (``sh -c`` in a client terminal). Each is offered only when the
-    client advertised its capability; paths stay inside the session's roots. Writing
-    and running ask the person first unless told not to."""
-    from pydantic_ai import RunContext
-    from pydantic_ai.exceptions import ModelRetry
-    from pydantic_ai.tools import ToolDefinition
-    from pydantic_ai.toolsets import FunctionToolset
-
-    from .turns import current_turn
-
-    async def offered(ctx: RunContext[Any], tool_def: ToolDefinition) -> ToolDefinition | None:
-        try:
-            turn = current_turn()
-        except LookupError:
-            return None
-        return tool_def if tool_def.name in editor.available(turn.client) else None
-
-    toolset: FunctionToolset[Any] = FunctionToolset()
-
-    async def read_file(path: str, line: int | None = None, limit: int | None = None) -> str:
-        """Read a text file of the project (as the editor has it, unsaved changes included).
-
-        Args:
-            path: the file, absolute or relative to the project folder
-            line: the first line to read (1-based)
-            limit: how many lines to read at most
-        """
-        try:
-            return await editor.read_file(current_turn(), path, line, limit)
-        except editor.EditorError as exc:
-            raise ModelRetry(str(exc)) from None
-
-    async def write_file(path: str, content: str) -> str:
-        """Write a text file of the project (created if it does not exist).
-
-        Args:
-            path: the file, absolute or relative to the project folder
-            content: the whole new content of the file
-        """
-        try:
-            return await editor.write_file(current_turn(), path, content)
-        except editor.EditorError as exc:
-            raise ModelRetry(str(exc)) from None
-
-    async def run_command(ctx: RunContext[Any], command: str) -> str:
-        """Run a shell command in the project folder; returns its exit status and output.
-
-        Args:
-            command: the command line, run with sh -c
-        """
-        try:
-            return await editor.run_command(current_turn(), command, tool_call_id=ctx.tool_call_id)
-        except editor.EditorError as exc:
-            raise ModelRetry(str(exc)) from None
-
-    # annotations are text here (postponed): give pydantic-ai the class it looks for
-    run_command.__annotations__["ctx"] = RunContext[Any]
-    toolset.add_function(
-        read_file, prepare=offered, metadata={"acp_kind": "read", PATH_KEY: "path"}
-    )
-    toolset.add_function(
-        write_file,
-        prepare=offered,
-        requires_approval=approve_writes,
-        metadata={"acp_kind": "edit", PATH_KEY: "path"},
-    )
-    toolset.add_function(
-        run_command,
-        prepare=offered,
-        requires_approval=approve_commands,
-        metadata={"acp_kind": "execute"},
-    )
-    return toolset
