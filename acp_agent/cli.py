@@ -434,9 +434,11 @@ def server_options(args: argparse.Namespace) -> ServerOptions:
 
 
 def serve(args: argparse.Namespace) -> int:
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+    if args.agent:
+        return serve_spec(args)
     from .runner import run_agent
 
-    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
     agent = build_agent(args, require_key=False)  # without a key it offers a login
     if sys.stdin.isatty():
         from .preflight import waiting_note
@@ -449,6 +451,31 @@ def serve(args: argparse.Namespace) -> int:
         store=args.store,
         lease_timeout=args.lease_timeout,
         hint=False,  # the note above names this command
+        options=server_options(args),
+    )
+
+
+def serve_spec(args: argparse.Namespace) -> int:
+    """``--agent`` over stdio: a module that cannot be found is refused here; the rest is
+    served while the module is imported (:mod:`acp_agent.adapters.loading`)."""
+    from .adapters import LoadError, check_spec
+
+    try:
+        check_spec(args.agent)
+    except LoadError as exc:
+        fail(str(exc))
+    from .adapters.loading import serve_loading
+
+    if sys.stdin.isatty():
+        from .preflight import waiting_note
+
+        print(waiting_note(PROG), file=sys.stderr, flush=True)
+    return serve_loading(
+        args.agent,
+        prog=PROG,
+        backend=args.backend,
+        store=args.store,
+        lease_timeout=args.lease_timeout,
         options=server_options(args),
     )
 
