@@ -175,8 +175,21 @@ def server_options(args: argparse.Namespace) -> ServerOptions:
 
 def serve(args: argparse.Namespace) -> int:
     gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
-    if args.agent:
-        return serve_spec(args)
+    return done_serving(serve_spec(args) if args.agent else serve_built(args))
+
+
+def done_serving(code: int) -> int:
+    """``code``, once the server has shut down cleanly (turns answered, frames flushed,
+    the store closed): what is left is the interpreter's teardown, whose collection of a
+    framework's heap took 0.7 to 2 s from stdin's EOF to the exit (measured with each
+    framework; 50 ms for the reference agent). Everything alive is moved out of the
+    collector's reach (``gc.freeze``): the process ends in tens of milliseconds, and
+    exit handlers still run."""
+    gc.freeze()
+    return code
+
+
+def serve_built(args: argparse.Namespace) -> int:
     from .runner import run_agent
 
     agent = build_agent(args, require_key=False)  # without a key it offers a login
