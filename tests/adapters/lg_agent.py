@@ -3,7 +3,10 @@ named by ``ACP_FAKE_BASE_URL``, compiled without a checkpointer.
 
 ``agent`` has one plain tool and one that needs approval; ``ACP_TEST_APPROVAL`` says how it
 asks: the human-in-the-loop middleware ``batched`` (the default) or ``per_call``, or
-``interrupt``: the tool calls LangGraph's ``interrupt()`` itself. ``planner`` keeps a todo
+``interrupt``: the tool calls LangGraph's ``interrupt()`` itself; ``ACP_TEST_ALLOWED`` lists
+the middleware's ``allowed_decisions`` (default ``approve,reject``). ``chooser`` offers two
+models (its model follows ``configurable["model"]``); ``terminals`` runs commands in the
+client's terminal without asking. ``planner`` keeps a todo
 list (langchain's ``write_todos``); ``thinker`` answers with a reasoning block; ``served``
 is the agent conformance runs (the reference agent's commands, the editor's tools).
 """
@@ -15,6 +18,7 @@ from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, TodoListMiddleware
+from langchain.chat_models import init_chat_model
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
@@ -26,6 +30,7 @@ from acp_agent.adapters.turns import current_turn
 from acp_agent.errors import CapabilityError
 
 APPROVAL = os.environ.get("ACP_TEST_APPROVAL", "batched")
+ALLOWED = os.environ.get("ACP_TEST_ALLOWED", "approve,reject").split(",")
 
 
 @tool
@@ -59,7 +64,7 @@ middleware = (
     if APPROVAL == "interrupt"
     else [
         HumanInTheLoopMiddleware(
-            interrupt_on={"run_command": {"allowed_decisions": ["approve", "reject"]}},
+            interrupt_on={"run_command": {"allowed_decisions": ALLOWED}},  # type: ignore[dict-item]
             interrupt_mode=APPROVAL,  # type: ignore[arg-type]
         )
     ]
@@ -67,6 +72,23 @@ middleware = (
 agent = create_agent(model, [read_file, run_command], middleware=middleware)
 
 planner = create_agent(model, [read_file], middleware=[TodoListMiddleware()])
+
+chooser = LangGraphAgent(
+    create_agent(
+        init_chat_model(
+            "fake",
+            model_provider="openai",
+            configurable_fields=("model",),
+            base_url=os.environ.get("ACP_FAKE_BASE_URL", "http://127.0.0.1:9/v1"),
+            api_key="sk-test",
+            max_retries=0,
+        ),
+        [read_file],
+    ),
+    models=["fake", "fake-large"],
+)
+
+terminals = create_agent(model, editor_tools(approve_commands=False))
 
 thought = AIMessage(
     content=[
