@@ -114,24 +114,6 @@ async def test_a_call_that_may_only_be_edited_is_an_error_not_a_question(
     assert turn.error is not None and "may only be edited" in turn.error["message"]
 
 
-async def test_the_chosen_model_reaches_the_graph(fake: FakeModelServer, tmp_path: Path) -> None:
-    async with served("tests.adapters.lg_agent:chooser", fake) as client:
-        result, _ = await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        [option] = result["configOptions"]
-        assert (option["id"], option["currentValue"]) == ("model", "fake")
-        assert [o["value"] for o in option["options"]] == ["fake", "fake-large"]
-        sid = result["sessionId"]
-        await client.prompt(sid, "hello", timeout=SLOW)
-        assert fake.requests[-1]["model"] == "fake"
-        await client.call(
-            "session/set_config_option",
-            {"sessionId": sid, "configId": "model", "value": "fake-large"},
-        )
-        turn = await client.prompt(sid, "hello", timeout=SLOW)
-    assert turn.stop_reason == "end_turn"
-    assert fake.requests[-1]["model"] == "fake-large"
-
-
 async def test_a_cancelled_turn_releases_the_terminal_it_opened(
     fake: FakeModelServer, tmp_path: Path
 ) -> None:
