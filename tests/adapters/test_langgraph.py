@@ -137,3 +137,17 @@ async def test_a_cancelled_turn_releases_the_terminal_it_opened(
     assert message["result"]["stopReason"] == "cancelled"
     assert asked[0] == "terminal/create" and asked.count("terminal/release") == 1
     assert asked.index("terminal/release") > asked.index("terminal/wait_for_exit")
+
+
+@pytest.mark.parametrize("spec", ["reasoner", "plain_reasoner"])
+async def test_reasoning_content_is_thought_where_the_model_class_keeps_it(
+    spec: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(f"tests.adapters.lg_agent:{spec}", fake) as client:
+        sid = await new_session(client, tmp_path)
+        turn = await client.prompt(sid, "fake:reasoning", timeout=SLOW)
+    assert "".join(turn.texts()) == "The answer is 42."
+    kept = spec == "reasoner"  # ChatOpenAI drops the provider's field: no thought at all
+    assert turn.texts("agent_thought_chunk") == (
+        ["Let me think. ", "Six times seven."] if kept else []
+    )
