@@ -271,8 +271,7 @@ class AdapterTurn:
     async def release_terminals(self) -> None:
         """Release every terminal the turn's tools opened and did not release: a tool the
         framework cancelled may not reach its own cleanup before the turn ends (a
-        cancelled LangGraph turn answered with its terminal neither killed nor released:
-        the framework cancels the tool's task again while it unwinds, past its shield).
+        cancelled LangGraph turn answered with its terminal neither killed nor released).
         Called by the turn's own task at its end, however it ends."""
         for terminal in self.terminals:
             if not terminal.released:
