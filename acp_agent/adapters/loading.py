@@ -1,8 +1,9 @@
 """``--agent module:object`` over stdio, served while the module is still being imported.
 
 The module of a framework's agent imports its framework: a second or more. So
-:func:`serve_loading` serves at once and imports the module in a worker thread (the task
-waiting for it lives under the serving task group). Meanwhile:
+:func:`serve_loading` serves at once and imports the module in a thread
+(:func:`imported`; the task waiting for it lives under the serving task group, and is
+cancelled if the client leaves first). Meanwhile:
 
 * ``initialize`` is answered without the object, by a :class:`Handshake` over
   :class:`Announced`: what is announced is what a plain :class:`~acp_agent.agent.Agent`
@@ -28,12 +29,16 @@ It does not know ACP's methods beyond ``initialize``: the rest are forwarded by 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+import threading
 from collections import deque
 from typing import Any, Final
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from .. import __version__
 from .._loop import Backend, run
@@ -193,7 +198,7 @@ class _Loading:
     async def load_and_serve(self, conn: AgentSession) -> None:
         """Load the agent, open its store, then serve it on ``conn`` until ``ended``."""
         try:
-            agent = await anyio.to_thread.run_sync(load, self.spec)
+            agent = await imported(self.spec)
             refuse_unannounceable(agent, self.spec)
         except LoadError as exc:
             return self.fail(str(exc))
@@ -231,17 +236,44 @@ class _Loading:
             async with anyio.create_task_group() as tg:
                 serving = anyio.CancelScope()
                 tg.start_soon(watch_signals, conn.stop_reading, serving.cancel)
-                async with anyio.create_task_group() as loading:
-                    loading.start_soon(self.load_and_serve, conn, name="acp-agent-load")
-                    try:
-                        with serving:
+                with serving:
+                    async with anyio.create_task_group() as loading:
+                        loading.start_soon(self.load_and_serve, conn, name="acp-agent-load")
+                        try:
                             await conn.serve()
-                    finally:
-                        self.ended.set()
+                        finally:
+                            self.ended.set()
+                            if self.table is None:  # the client left before it was loaded
+                                loading.cancel_scope.cancel()
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await transport.aclose()
+
+
+async def imported(spec: str) -> Agent:
+    """:func:`~acp_agent.adapters.load` of ``spec`` in a thread of its own, while this task
+    waits. The thread is a daemon: an import cannot be interrupted, so if the client
+    leaves first (this task is cancelled) it is abandoned, and the process still exits
+    (anyio's worker threads would be joined at exit, for as long as the import takes)."""
+    done = anyio.Event()
+    outcome: list[Agent | BaseException] = []
+    token = anyio.lowlevel.current_token()
+
+    def run() -> None:
+        try:
+            outcome.append(load(spec))
+        except BaseException as exc:  # handed to the waiting task, which raises it
+            outcome.append(exc)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits
+            anyio.from_thread.run_sync(done.set, token=token)
+
+    threading.Thread(target=run, name="acp-agent-import", daemon=True).start()
+    await done.wait()
+    [result] = outcome
+    if isinstance(result, BaseException):
+        raise result
+    return result
 
 
 def refuse_unannounceable(agent: Agent, spec: str) -> None:

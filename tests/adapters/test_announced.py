@@ -153,3 +153,20 @@ def test_a_module_that_cannot_be_found_is_refused_before_serving(tmp_path: Path)
     assert done.stderr.decode().splitlines() == [
         "acp-agent-kit: --agent no_such_pkg.agents:agent: cannot find module 'no_such_pkg.agents'"
     ]
+
+
+async def test_a_client_leaving_during_the_import_ends_the_process(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)  # never written: the import waits for ever
+    command = agent_command("tests.adapters.gated_agent:agent")
+    async with spawn(command, env={"ACP_TEST_GATE": str(gate)}) as client:
+        init = await client.request("initialize", INIT)
+        new = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert (await next_answer(client))["id"] == init
+        assert client.process.stdin is not None
+        await client.process.stdin.aclose()
+        answer = await next_answer(client)
+        with anyio.fail_after(SLOW):
+            code = await client.process.wait()
+    assert answer["id"] == new and answer["error"]["code"] == -32800  # cancelled at EOF
+    assert code == 0
