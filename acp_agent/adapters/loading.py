@@ -8,11 +8,12 @@ cancelled if the client leaves first). Meanwhile:
 * ``initialize`` is answered without the object, by a :class:`Handshake` over
   :class:`Announced`: what is announced is what a plain :class:`~acp_agent.agent.Agent`
   announces (prompts of text and resource links, MCP servers over stdio, no
-  authentication), which every agent ``--agent`` serves supports; the three framework
-  adapters announce exactly that themselves (``tests/adapters/test_announced.py``
-  checks it). An object that authenticates cannot be announced before it is known: it
-  is refused. One that accepts more (the pydantic-ai adapter takes images and embedded
-  resources) is served, with only this announced: a client sends no more than that;
+  authentication), which every agent ``--agent`` serves supports; the LangGraph and
+  OpenAI Agents SDK adapters announce exactly that themselves
+  (``tests/adapters/test_announced.py`` compares each kind's own answer). An object
+  that authenticates cannot be announced before it is known: it is refused. One that
+  accepts more (the pydantic-ai adapter takes images and embedded resources) is served
+  with only this announced: a client sends no more than that;
 * every other request and notification waits in one line (:class:`Line`) and is
   released in arrival order once the agent is loaded, its store opened (its default
   file is named after the agent) and the ``initialize`` requests read so far replayed
@@ -221,9 +222,15 @@ class _Loading:
     async def serve_loaded(self, server: AcpServer, conn: AgentSession) -> None:
         table = server.method_table()
         async with server.serving(conn):
-            while self.initialized:  # (one may arrive while another is replayed)
-                params, ctx = self.initialized.pop(0)
-                await table.requests["initialize"](params, ctx)
+            try:
+                while self.initialized:  # (one may arrive while another is replayed)
+                    params, ctx = self.initialized.pop(0)
+                    await table.requests["initialize"](params, ctx)
+            except Exception as exc:  # the agent's own initialize, after the answer was sent
+                name = type(server.agent).__qualname__
+                return self.fail(
+                    f"--agent {self.spec}: {name}.initialize raised {type(exc).__name__}: {exc}"
+                )
             self.table = table
             self.line.open()
             log.info("serving %s (%s) on stdio", self.spec, server.agent.name)

@@ -19,7 +19,7 @@ from tests.helpers.wire_client import (
     spawn,
 )
 
-SLOW = 30.0  # a first turn imports the framework
+SLOW = 30.0  # the first request after initialize waits for the framework's import
 
 
 @asynccontextmanager
@@ -33,7 +33,7 @@ async def served(
     """``acp-agent-kit --agent SPEC`` on ``fake``, initialized."""
     command = [sys.executable, "-m", "acp_agent", "--store", store, *extra, "--agent", spec]
     async with spawn(command, env={"ACP_FAKE_BASE_URL": fake.base_url, **(env or {})}) as client:
-        # the agent's module imports its framework before it answers: seconds on a busy machine
+        # answered before the agent's module is imported; what follows waits for it
         request_id = await client.request(
             "initialize", {"protocolVersion": 1, "clientCapabilities": FULL_CAPS}
         )
