@@ -3,7 +3,7 @@
 The module of a framework's agent imports its framework: a second or more. So
 :func:`serve_loading` serves at once and imports the module in a thread
 (:func:`imported`; the task waiting for it lives under the serving task group, and is
-cancelled if the client leaves first). Meanwhile:
+cancelled if the client leaves first, after :data:`IMPORT_GRACE`). Meanwhile:
 
 * ``initialize`` is answered without the object, by a :class:`Handshake` over
   :class:`Announced`: what is announced is what a plain :class:`~acp_agent.agent.Agent`
@@ -60,6 +60,9 @@ log = logging.getLogger("acp_agent.adapters.loading")
 
 #: the exit status of an agent that cannot be served (a person's mistake on the command line)
 EXIT_USAGE: Final = 2
+#: how long, once the client has left, the import may go on to say why the agent cannot
+#: be served (``acp-agent-kit --agent x:y </dev/null``); then it is abandoned
+IMPORT_GRACE: Final = 2.0
 
 __all__ = ["Announced", "Line", "serve_loading"]
 
@@ -139,6 +142,8 @@ class _Loading:
         #: ``initialize`` requests answered before that, to replay into it
         self.initialized: list[tuple[Any, RequestContext]] = []
         self.ended = anyio.Event()
+        #: set once the import has ended (loaded, failed or refused)
+        self.import_done = anyio.Event()
         self.conn: AgentSession | None = None
 
     # -- the connection's method table -------------------------------------------------
@@ -205,6 +210,8 @@ class _Loading:
             return self.fail(str(exc))
         except Exception as exc:  # the object's own code (an adapter refusing it, ...)
             return self.fail(f"--agent {self.spec}: {type(exc).__name__}: {exc}")
+        finally:
+            self.import_done.set()
         if self.ended.is_set():
             return
         try:
@@ -251,6 +258,8 @@ class _Loading:
                         finally:
                             self.ended.set()
                             if self.table is None:  # the client left before it was loaded
+                                with anyio.move_on_after(IMPORT_GRACE):
+                                    await self.import_done.wait()  # to say why it failed
                                 loading.cancel_scope.cancel()
                 tg.cancel_scope.cancel()
         finally:
