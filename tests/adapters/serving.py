@@ -38,7 +38,16 @@ async def served(
             "initialize", {"protocolVersion": 1, "clientCapabilities": FULL_CAPS}
         )
         await client.expect(lambda m: is_response(m, request_id), timeout=SLOW)
+        await loaded(client)
         yield client
+
+
+async def loaded(client: ProcessClient) -> None:
+    """Wait (up to ``SLOW``) until the agent's module is imported: a cheap request, which
+    waits for it as every request after ``initialize`` does."""
+    request_id = await client.request("session/list", {})
+    answer, _ = await client.expect(lambda m: is_response(m, request_id), timeout=SLOW)
+    assert "result" in answer, answer
 
 
 async def new_session(client: ProcessClient, cwd: Path) -> str:
