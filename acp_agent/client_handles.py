@@ -272,7 +272,10 @@ class Terminal:
         )
 
     async def kill(self) -> None:
-        """Kill the command (``terminal/kill``); the terminal stays readable until released."""
+        """Kill the command (``terminal/kill``); the terminal stays readable until released
+        (after which there is nothing to kill: nothing is sent)."""
+        if self.released:
+            return
         await self._call("terminal/kill", self._params())
 
     async def release(self) -> None:

@@ -34,7 +34,7 @@ log = logging.getLogger("acp_agent.runner")
 EXIT_STORE = 2  # a store that cannot be used is a person's mistake on the command line
 
 
-async def _watch_signals(stop: Callable[[], None], force: Callable[[], None]) -> None:
+async def watch_signals(stop: Callable[[], None], force: Callable[[], None]) -> None:
     """The first signal ends input as EOF would (turns answer ``cancelled`` after the
     same grace); a second one stops at once."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -93,7 +93,7 @@ async def serve_stdio(
                 log.info("the connection ended; stopped")
                 tg.cancel_scope.cancel()
 
-            tg.start_soon(_watch_signals, server.stop, serving.cancel)
+            tg.start_soon(watch_signals, server.stop, serving.cancel)
             tg.start_soon(run_server)
     finally:
         with anyio.CancelScope(shield=True):

@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ from benchmarks.scenarios import agent_environment, percentile
 TRIVIAL = "fake:cold"
 TWO_TOOLS = "fake:parallel"
 TIMEOUT = 60.0
+EXIT_GRACE = 2.0  # AgentProcess.close kills an agent still running after this
 OUTPUT = BENCH_DIR / "ADAPTERS.md"
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -78,6 +80,7 @@ ROWS = [
     ("tools_chunk", "two-tool turn: first chunk, ms", 1000.0),
     ("tools_turn", "two-tool turn: whole turn, ms", 1000.0),
     ("idle_session", "RSS per idle session, KB", 1.0),
+    ("exit", "stdin's EOF → process exit (after its turns), ms", 1000.0),
 ]
 
 
@@ -137,8 +140,15 @@ async def one_round(figures: Figures, settings: Settings, cwd: str) -> None:
         for _ in range(settings.sessions):
             await new_session(agent, cwd)
         figures.add("idle_session", (rss_kb(agent) - before) / settings.sessions * 1.024)
-    finally:
+    except BaseException:
         await agent.close()
+        raise
+    eof = time.perf_counter()
+    await agent.close()  # stdin's EOF, then 2 s before it is killed
+    took = time.perf_counter() - eof
+    if took >= EXIT_GRACE:
+        raise RuntimeError(f"did not exit within {EXIT_GRACE:g} s of stdin's EOF")
+    figures.add("exit", took)
 
 
 async def measure(

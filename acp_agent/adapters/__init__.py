@@ -12,7 +12,8 @@ s, so that it runs on this server with all its guarantees. This package owns:
   adapter, by the type of the object: the classes of its type's MRO are matched on their
   top-level package, so nothing of a framework is imported to find out);
 * :func:`load`: ``"module:object"`` (the ``--agent`` option) -> an ``Agent``, or a
-  :class:`LoadError` whose message is one line for the person who typed it;
+  :class:`LoadError` whose message is one line for the person who typed it, and
+  :func:`check_spec`, what can be refused of it without importing anything;
 * :func:`serve`: ``as_agent`` + :func:`acp_agent.runner.run_agent`.
 
 What every adapter shares per turn (tool call handles, remembered approvals, saved
@@ -25,6 +26,8 @@ framework.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.util
 import os
 import sys
 from collections.abc import Callable
@@ -33,7 +36,7 @@ from typing import Any, Final
 
 from ..agent import Agent
 
-__all__ = ["FRAMEWORKS", "Framework", "LoadError", "as_agent", "load", "serve"]
+__all__ = ["FRAMEWORKS", "Framework", "LoadError", "as_agent", "check_spec", "load", "serve"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +125,76 @@ def load(spec: str) -> Agent:
         raise LoadError(f"--agent {spec}: {exc}") from None
 
 
-def _find(spec: str) -> object:
+def check_spec(spec: str) -> None:
+    """Refuse, in one :class:`LoadError` naming ``spec``, what can be seen without
+    importing the module: not ``module:object``, or a module that cannot be found (its
+    parent packages are looked into, not imported)."""
+    try:
+        module, _ = _parts(spec)
+        _importable_here()
+        if not _findable(module):
+            raise LoadError(f"cannot find module {module!r}")
+    except LoadError as exc:
+        raise LoadError(f"--agent {spec}: {exc}") from None
+
+
+def _parts(spec: str) -> tuple[str, str]:
     module, sep, name = spec.partition(":")
     if not sep or not module or not name:
         raise LoadError("expected module:object, e.g. myagent:agent")
+    return module, name
+
+
+def _importable_here() -> None:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+
+
+def _findable(module: str) -> bool:
+    """Whether ``module`` can be found, importing none of its parent packages."""
+    parts = module.split(".")
+    try:
+        top = importlib.util.find_spec(parts[0])
+        if top is None:
+            return False
+        where: list[str] | None = list(top.submodule_search_locations or ())
+        for i in range(1, len(parts)):
+            name = ".".join(parts[: i + 1])
+            if ".".join(parts[:i]) in sys.modules:  # imported already: ask it
+                spec = importlib.util.find_spec(name)
+                if spec is None:
+                    return False
+                where = list(spec.submodule_search_locations or ())
+            else:
+                where = _portions(name, where or [])
+                if where is None:
+                    return False
+    except (ImportError, ValueError):  # ValueError: hidden (None in sys.modules)
+        return False
+    return True
+
+
+def _portions(name: str, where: list[str]) -> list[str] | None:
+    """Where the submodules of ``name`` would be looked for ([] for a plain module), or
+    None if no entry of ``where`` holds it."""
+    import pkgutil
+
+    found: list[str] | None = None
+    for entry in where:
+        finder = pkgutil.get_importer(entry)
+        spec = finder.find_spec(name) if finder is not None else None
+        if spec is None:
+            continue
+        locations = list(spec.submodule_search_locations or ())
+        if spec.loader is not None:  # a module or a regular package: that is the one
+            return locations
+        found = [*(found or []), *locations]  # a namespace package's portion
+    return found
+
+
+def _find(spec: str) -> object:
+    module, name = _parts(spec)
+    _importable_here()
     obj: Any = _import(module)
     for part in name.split("."):
         try:

@@ -104,6 +104,7 @@ async def run_command(
         async with client.terminal(
             "sh", ["-c", command], cwd=where, output_byte_limit=OUTPUT_LIMIT
         ) as terminal:
+            turn.terminals.append(terminal)  # released at the turn's end if not before
             call = turn.calls.get(tool_call_id) if tool_call_id else None
             if call is not None and not call.finished:
                 await call.update(content=[terminal_content(terminal.id)])

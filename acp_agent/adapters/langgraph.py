@@ -32,10 +32,19 @@ from collections.abc import Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Final
 
-from ..agent import Agent, Command, PromptTurn, StopReason
+from ..agent import Agent, Command, ConfigOption, PromptTurn, StopReason
+from ..errors import InternalError
 from ..session import Session
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
-from .turns import PATH_KEY, PLAN_KEY, AdapterTurn, declared_kind, plan_entries, saved
+from .turns import (
+    PATH_KEY,
+    PLAN_KEY,
+    AdapterTurn,
+    declared_kind,
+    model_option,
+    plan_entries,
+    saved,
+)
 
 if TYPE_CHECKING:
     from ._langgraph_runtime import SessionCheckpointer
@@ -46,6 +55,8 @@ __all__ = ["LangGraphAgent", "adapt", "editor_tools"]
 
 #: the node-update key under which LangGraph reports the run's interrupts
 INTERRUPT_KEY: Final = "__interrupt__"
+#: the tool's result, sent as a ``respond`` decision, where a call may not be rejected
+DECLINED: Final = "The user declined to run this tool."
 
 
 def editor_tools(*, approve_writes: bool = True, approve_commands: bool = True) -> list[Any]:
@@ -72,6 +83,10 @@ class LangGraphAgent(Agent):
     ``tool_metadata`` adds to it by tool name (for tools the graph does not expose).
     ``commands`` are advertised as slash commands (their text goes to the model as
     typed); ``context_window`` (tokens), when given, enables ``usage_update``.
+    ``models`` (two or more names, the first the default) are offered as the session's
+    ``model`` config option; the chosen one reaches the graph as
+    ``config["configurable"]["model"]``, which a model made with
+    ``init_chat_model(..., configurable_fields=("model",))`` follows.
     """
 
     name = "langgraph"
@@ -84,8 +99,10 @@ class LangGraphAgent(Agent):
         tool_metadata: Mapping[str, Mapping[str, Any]] | None = None,
         commands: Sequence[Command] = (),
         context_window: int | None = None,
+        models: Sequence[str] = (),
     ) -> None:
         self.graph_given = graph
+        self.models = list(dict.fromkeys(models))
         self.given_metadata = dict(tool_metadata or {})
         self.slash_commands = list(commands)
         self.context_window = context_window
@@ -112,6 +129,16 @@ class LangGraphAgent(Agent):
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands
 
+    def config_options(self, session: Session) -> Sequence[ConfigOption]:
+        return model_option(self.models)
+
+    def chosen_model(self, session: Session) -> str | None:
+        """The session's ``model`` choice (None when no choice is offered)."""
+        if len(self.models) < 2:
+            return None
+        chosen = session.config.get("model")
+        return chosen if isinstance(chosen, str) and chosen in self.models else self.models[0]
+
     async def prompt(self, turn: PromptTurn) -> StopReason:
         require_asyncio("LangGraph")
         graph, saver = self._ready()
@@ -137,8 +164,12 @@ class _GraphRun:
         self.adapter = adapter
         self.graph = graph
         self.client = adapter.client
+        configurable: JSON = {"thread_id": adapter.session.session_id}
+        model = agent.chosen_model(adapter.session)
+        if model is not None:
+            configurable["model"] = model
         self.config: JSON = {
-            "configurable": {"thread_id": adapter.session.session_id},
+            "configurable": configurable,
             "callbacks": [ToolStarts(adapter.calls.start)],
         }
         #: (message id, chunk index) -> tool call id, for streamed tool call chunks
@@ -151,6 +182,8 @@ class _GraphRun:
         self.names: dict[str, str] = {}
         #: ids of messages already translated in full (a node's output after its stream)
         self.done_messages: set[str] = set()
+        #: tool calls the person rejected: they did not run, whatever their result says
+        self.declined: set[str] = set()
 
     # -- the turn ---------------------------------------------------------------------
 
@@ -271,7 +304,7 @@ class _GraphRun:
 
     async def on_tool_result(self, message: Any) -> None:
         call_id = str(getattr(message, "tool_call_id", ""))
-        failed = getattr(message, "status", "success") == "error"
+        failed = getattr(message, "status", "success") == "error" or call_id in self.declined
         await self.adapter.calls.finish(call_id, message_text(message), failed=failed)
 
     async def on_updates(self, data: Mapping[str, Any]) -> None:
@@ -329,7 +362,10 @@ class _GraphRun:
         if call_id is None or self.adapter.calls.get(call_id) is None:
             call_id = f"interrupt-{interrupt.id}"
             await self.announce(call_id, interrupt_title(value), value)
-        return await self.decide(call_id, self.names.get(call_id, ""), ("approve", "reject"))
+        # the tool asked itself and answers for itself: it runs, whatever was decided
+        return await self.decide(
+            call_id, self.names.get(call_id, ""), ("approve", "reject"), in_tool=True
+        )
 
     async def answer_batch(self, value: Mapping[str, Any]) -> JSON | None:
         """The human-in-the-loop middleware's batched request: one permission per action,
@@ -359,20 +395,34 @@ class _GraphRun:
             decisions.append(decision)
         return {"decisions": decisions}
 
-    async def decide(self, call_id: str, tool: str, allowed: Sequence[str]) -> JSON | None:
+    async def decide(
+        self, call_id: str, tool: str, allowed: Sequence[str], *, in_tool: bool = False
+    ) -> JSON | None:
+        """The decision for one call, from what the person chose among the options that
+        ``allowed`` (the middleware's ``allowed_decisions``) lets us keep: allow where
+        ``approve`` is allowed, reject where ``reject`` or ``respond`` is. ``edit`` is
+        never sent: nobody edited anything (the model would be told a reviewer did)."""
+        can_approve = "approve" in allowed
+        if not can_approve and "reject" not in allowed and "respond" not in allowed:
+            raise InternalError(
+                f"the tool {tool!r} may only be edited before it runs (allowed_decisions "
+                f"{list(allowed)}), which an ACP permission request cannot ask"
+            )
         call = self.adapter.calls.get(call_id)
         if call is None:
             await self.announce(call_id, tool)
             call = self.adapter.calls.get(call_id)
         assert call is not None
-        decision = await self.adapter.approvals.ask(self.client, call, tool)
+        decision = await self.adapter.approvals.ask(self.client, call, tool, allow=can_approve)
         if decision == "dismissed":
             return None
-        if decision == "allow" and "approve" in allowed:
+        if decision == "allow":
             return {"type": "approve"}
-        if "reject" in allowed or "respond" not in allowed:
+        if not in_tool:  # the middleware answers the model for the call: it did not run
+            self.declined.add(call_id)
+        if "reject" in allowed:
             return {"type": "reject"}
-        return {"type": "respond", "message": "The user declined to run this tool."}
+        return {"type": "respond", "message": DECLINED}
 
 
 # -- pure helpers ---------------------------------------------------------------------------

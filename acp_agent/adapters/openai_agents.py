@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Final
 
 import orjson
 
-from ..agent import Agent, Command, PromptTurn, StopReason
+from ..agent import Agent, Command, ConfigOption, PromptTurn, StopReason
 from ..session import Session
 from .mcp_servers import SessionServers
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
@@ -48,6 +48,7 @@ from .turns import (
     AdapterTurn,
     ModelFailed,
     declared_kind,
+    model_option,
     plan_entries,
     saved,
 )
@@ -154,7 +155,10 @@ class OpenAIAgentsAgent(Agent):
     holding the path a call touches, a plan tool); ``commands`` are advertised as slash
     commands (their text goes to the model as typed); ``context_window`` (tokens), when
     given, enables ``usage_update``; ``max_turns`` bounds the model requests of one prompt
-    (then the turn ends ``max_turn_requests``).
+    (then the turn ends ``max_turn_requests``). ``models`` (two or more: names, resolved by
+    the SDK's model provider, or ``Model`` objects; the first the default) are offered as
+    the session's ``model`` config option, and the chosen one runs the turn
+    (``RunConfig(model=...)``).
     """
 
     name = "openai-agents"
@@ -171,8 +175,10 @@ class OpenAIAgentsAgent(Agent):
         commands: Sequence[Command] = (),
         context_window: int | None = None,
         max_turns: int = 10,
+        models: Sequence[Any] = (),
     ) -> None:
         self.agent = agent
+        self.models: dict[str, Any] = {_model_name(m): m for m in models}
         self.metadata: dict[str, Mapping[str, Any]] = {
             str(tool.name): tool.acp_metadata
             for tool in getattr(agent, "tools", ())
@@ -205,6 +211,15 @@ class OpenAIAgentsAgent(Agent):
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands
 
+    def config_options(self, session: Session) -> Sequence[ConfigOption]:
+        return model_option(list(self.models))
+
+    def chosen_model(self, session: Session) -> Any:
+        """The model the session chose (None when no choice is offered)."""
+        if len(self.models) < 2:
+            return None
+        return self.models.get(str(session.config.get("model")), next(iter(self.models.values())))
+
     async def prompt(self, turn: PromptTurn) -> StopReason:
         require_asyncio("The OpenAI Agents SDK")
         servers = await self.mcp.ready(turn.session)
@@ -230,7 +245,7 @@ class _AgentsRun:
         self.rejected: set[str] = set()
 
     async def run(self) -> StopReason:
-        from agents import Runner
+        from agents import RunConfig, Runner
         from agents.exceptions import MaxTurnsExceeded, ModelBehaviorError
 
         from ._openai_agents_runtime import ToolStarts
@@ -242,6 +257,8 @@ class _AgentsRun:
                 [{"type": "function_call_output", "call_id": c, "output": NOT_RUN} for c in left]
             )
         request: Any = prompt_text(self.adapter.turn.blocks)
+        chosen = self.owner.chosen_model(self.adapter.session)
+        run_config = RunConfig(model=chosen) if chosen is not None else None
         while True:
             result = Runner.run_streamed(
                 self.agent,
@@ -249,6 +266,7 @@ class _AgentsRun:
                 session=self.stored,
                 hooks=hooks,
                 max_turns=self.owner.max_turns,
+                run_config=run_config,
             )
             try:
                 async for event in result.stream_events():
@@ -358,6 +376,10 @@ def _output_text(item: Any) -> str:
         if texts and all(isinstance(t, str) for t in texts):
             return "".join(texts)
     return item.output if isinstance(item.output, str) else str(item.output)
+
+
+def _model_name(model: Any) -> str:
+    return model if isinstance(model, str) else str(getattr(model, "model", None) or model)
 
 
 def _field(raw: Any, name: str) -> Any:

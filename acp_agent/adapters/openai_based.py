@@ -5,7 +5,8 @@ both reach the model with the ``openai`` package and both need an asyncio loop. 
 :func:`serve_turn`, the way both run a turn (tool calls a cancelled turn leaves open end
 ``failed``, a failed model request becomes the adapters' one model error
 :class:`~acp_agent.adapters.turns.ModelFailed`, the framework's memory is saved on every
-way out), :func:`prompt_text` (the prompt as the text both give their model),
+way out, and every client terminal its tools opened is released at its end),
+:func:`prompt_text` (the prompt as the text both give their model),
 :func:`locations`, :func:`model_failure` and :func:`require_asyncio`. It never imports
 ``openai``: an exception of it can only exist once a framework has imported it.
 """
@@ -59,6 +60,8 @@ async def serve_turn(
             raise failure from None
         raise
     finally:
+        with unwinding():
+            await adapter.release_terminals()
         adapter.save(memory())
 
 

@@ -32,9 +32,16 @@ from typing import Any, Final, Literal, get_args
 
 import anyio
 
-from ..agent import PromptTurn
-from ..client import PermissionOption, SessionClient, ToolCall, ToolKind, text_content
-from ..errors import ConnectionClosed, InternalError
+from ..agent import ConfigOption, PromptTurn
+from ..client import (
+    PermissionOption,
+    SessionClient,
+    Terminal,
+    ToolCall,
+    ToolKind,
+    text_content,
+)
+from ..errors import ConnectionClosed, InternalError, RequestError
 from ..session import Session
 
 #: the tool metadata key declaring its ACP tool kind (``read``, ``edit``, ``execute``, ...)
@@ -56,6 +63,8 @@ APPROVAL_OPTIONS: Final = (
     PermissionOption("reject_once", "Reject", "reject_once"),
     PermissionOption("reject_always", "Always reject", "reject_always"),
 )
+#: what is offered where the framework does not allow the call to be approved
+REJECT_OPTIONS: Final = APPROVAL_OPTIONS[2:]
 
 
 def declared_kind(metadata: Mapping[str, Any] | None) -> ToolKind:
@@ -88,6 +97,23 @@ def plan_entries(args: Mapping[str, Any]) -> list[dict[str, str]] | None:
             }
         )
     return out
+
+
+def model_option(models: Sequence[str]) -> list[ConfigOption]:
+    """The session's ``model`` config option over ``models`` (the first the default);
+    none for fewer than two."""
+    if len(models) < 2:
+        return []
+    return [
+        {
+            "id": "model",
+            "name": "Model",
+            "type": "select",
+            "category": "model",
+            "default": models[0],
+            "options": [{"value": m, "name": m} for m in models],
+        }
+    ]
 
 
 class ModelFailed(InternalError):
@@ -183,12 +209,18 @@ class Approvals:
             k: v for k, v in (remembered or {}).items() if v in ("allow", "reject")
         }
 
-    async def ask(self, client: SessionClient, call: ToolCall, tool: str) -> Decision:
+    async def ask(
+        self, client: SessionClient, call: ToolCall, tool: str, *, allow: bool = True
+    ) -> Decision:
         """``allow``, ``reject``, or ``dismissed`` (the request was cancelled: the turn ends
-        ``cancelled``). An "always" answer given before is applied without asking."""
-        if tool in self.always:
-            return "allow" if self.always[tool] == "allow" else "reject"
-        outcome = await client.request_permission(call, APPROVAL_OPTIONS)
+        ``cancelled``). An "always" answer given before is applied without asking.
+        Without ``allow`` (the framework does not let this call be approved) only the
+        reject options are offered, and an "always allow" given before is not applied."""
+        remembered = self.always.get(tool)
+        if remembered == "reject" or (remembered == "allow" and allow):
+            return "allow" if remembered == "allow" else "reject"
+        options = APPROVAL_OPTIONS if allow else REJECT_OPTIONS
+        outcome = await client.request_permission(call, options)
         if outcome.cancelled or outcome.option is None:
             return "dismissed"
         kind = outcome.option.kind
@@ -227,12 +259,24 @@ def current_turn() -> AdapterTurn:
 class AdapterTurn:
     """One prompt turn of an adapted agent."""
 
-    __slots__ = ("approvals", "calls", "turn")
+    __slots__ = ("approvals", "calls", "terminals", "turn")
 
     def __init__(self, turn: PromptTurn) -> None:
         self.turn = turn
         self.calls = ToolCalls(turn.client)
         self.approvals = Approvals(saved(turn.session)[1])
+        #: the client terminals this turn's tools opened (see :meth:`release_terminals`)
+        self.terminals: list[Terminal] = []
+
+    async def release_terminals(self) -> None:
+        """Release every terminal the turn's tools opened and did not release: a tool the
+        framework cancelled may not reach its own cleanup before the turn ends (a
+        cancelled LangGraph turn answered with its terminal neither killed nor released).
+        Called by the turn's own task at its end, however it ends."""
+        for terminal in self.terminals:
+            if not terminal.released:
+                with contextlib.suppress(RequestError):
+                    await terminal.release()
 
     @property
     def client(self) -> SessionClient:

@@ -23,7 +23,8 @@ and does not know concrete transports or agents.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import anyio
@@ -182,13 +183,15 @@ class AcpServer:
 
     async def serve(self, transport: Transport) -> None:
         """Serve ``transport`` until EOF; then close every session and flush the store."""
-        opts = self.options
-        conn = AgentSession(
-            transport,
-            self.method_table(),
-            max_line=opts.max_line,
-            dispatcher=opts.dispatcher if opts.dispatcher is not None else NativeDispatcher,
-        )
+        conn = connect(transport, self.method_table(), self.options)
+        async with self.serving(conn):
+            await conn.serve()
+
+    @contextlib.asynccontextmanager
+    async def serving(self, conn: AgentSession) -> AsyncIterator[None]:
+        """Serve on ``conn`` while the block runs (it runs ``conn.serve()``, or waits for
+        it): the agent's lifespan, the store's writer; on the way out every session is
+        closed and the store flushed."""
         self._conn = conn
         self._open.bind(conn)
         async with self.agent.lifespan(), anyio.create_task_group() as tg:
@@ -197,7 +200,7 @@ class AcpServer:
             if not models_built():
                 tg.start_soon(self.models.warm_when_idle, self._handshake.initialized, conn)
             try:
-                await conn.serve()
+                yield
             finally:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_GRACE):
                     await self._lifecycle.shutdown()
@@ -216,6 +219,17 @@ class AcpServer:
             self._conn.stop_reading()
 
 
+def connect(transport: Transport, table: MethodTable, options: ServerOptions) -> AgentSession:
+    """The connection on ``transport`` dispatching to ``table`` (a server's
+    :meth:`~AcpServer.method_table`, or one that leads to it), as ``options`` say."""
+    return AgentSession(
+        transport,
+        table,
+        max_line=options.max_line,
+        dispatcher=options.dispatcher if options.dispatcher is not None else NativeDispatcher,
+    )
+
+
 async def serve(
     agent: Agent,
     transport: Transport,
@@ -226,4 +240,4 @@ async def serve(
     await AcpServer(agent, store, options).serve(transport)
 
 
-__all__ = ["AcpServer", "BusyPolicy", "ServerOptions", "build_models", "serve"]
+__all__ = ["AcpServer", "BusyPolicy", "ServerOptions", "build_models", "connect", "serve"]

@@ -3,9 +3,15 @@ named by ``ACP_FAKE_BASE_URL``, compiled without a checkpointer.
 
 ``agent`` has one plain tool and one that needs approval; ``ACP_TEST_APPROVAL`` says how it
 asks: the human-in-the-loop middleware ``batched`` (the default) or ``per_call``, or
-``interrupt``: the tool calls LangGraph's ``interrupt()`` itself. ``planner`` keeps a todo
-list (langchain's ``write_todos``); ``thinker`` answers with a reasoning block; ``served``
-is the agent conformance runs (the reference agent's commands, the editor's tools).
+``interrupt``: the tool calls LangGraph's ``interrupt()`` itself; ``ACP_TEST_ALLOWED`` lists
+the middleware's ``allowed_decisions`` (default ``approve,reject``). ``chooser`` offers two
+models (its model follows ``configurable["model"]``); ``terminals`` runs commands in the
+client's terminal without asking; ``reasoner`` and ``plain_reasoner`` answer the fake
+endpoint's reasoning scenario with a model that keeps ``reasoning_content`` (as provider
+packages such as langchain-deepseek do) and with ``ChatOpenAI``, which drops it.
+``planner`` keeps a todo list (langchain's ``write_todos``); ``thinker`` answers with a
+reasoning block; ``served`` is the agent conformance runs (the reference agent's commands,
+the editor's tools).
 """
 
 from __future__ import annotations
@@ -15,8 +21,10 @@ from typing import Any
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import HumanInTheLoopMiddleware, TodoListMiddleware
+from langchain.chat_models import init_chat_model
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGenerationChunk
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.types import interrupt
@@ -26,6 +34,7 @@ from acp_agent.adapters.turns import current_turn
 from acp_agent.errors import CapabilityError
 
 APPROVAL = os.environ.get("ACP_TEST_APPROVAL", "batched")
+ALLOWED = os.environ.get("ACP_TEST_ALLOWED", "approve,reject").split(",")
 
 
 @tool
@@ -59,7 +68,7 @@ middleware = (
     if APPROVAL == "interrupt"
     else [
         HumanInTheLoopMiddleware(
-            interrupt_on={"run_command": {"allowed_decisions": ["approve", "reject"]}},
+            interrupt_on={"run_command": {"allowed_decisions": ALLOWED}},  # type: ignore[dict-item]
             interrupt_mode=APPROVAL,  # type: ignore[arg-type]
         )
     ]
@@ -67,6 +76,57 @@ middleware = (
 agent = create_agent(model, [read_file, run_command], middleware=middleware)
 
 planner = create_agent(model, [read_file], middleware=[TodoListMiddleware()])
+
+chooser = LangGraphAgent(
+    create_agent(
+        init_chat_model(
+            "fake",
+            model_provider="openai",
+            configurable_fields=("model",),
+            base_url=os.environ.get("ACP_FAKE_BASE_URL", "http://127.0.0.1:9/v1"),
+            api_key="sk-test",
+            max_retries=0,
+        ),
+        [read_file],
+    ),
+    models=["fake", "fake-large"],
+)
+
+terminals = create_agent(model, editor_tools(approve_commands=False))
+
+
+class KeepsReasoning(ChatOpenAI):
+    """``ChatOpenAI`` keeping a Chat Completions delta's ``reasoning_content`` in the chunk's
+    ``additional_kwargs``, where langchain-core reads reasoning from for a provider other
+    than ``openai`` (whose translator ignores it): what langchain-deepseek's ``ChatDeepSeek``
+    does."""
+
+    def _convert_chunk_to_generation_chunk(
+        self, chunk: dict[str, Any], default_chunk_class: type, base_generation_info: Any
+    ) -> ChatGenerationChunk | None:
+        made = super()._convert_chunk_to_generation_chunk(
+            chunk, default_chunk_class, base_generation_info
+        )
+        choices = chunk.get("choices") or [{}]
+        reasoning = (choices[0].get("delta") or {}).get("reasoning_content")
+        if made is not None:
+            metadata = made.message.response_metadata
+            made.message.response_metadata = {**metadata, "model_provider": "compatible"}
+            if isinstance(reasoning, str):
+                made.message.additional_kwargs["reasoning_content"] = reasoning
+        return made
+
+
+reasoner = create_agent(
+    KeepsReasoning(
+        model="fake",
+        base_url=os.environ.get("ACP_FAKE_BASE_URL", "http://127.0.0.1:9/v1"),
+        api_key="sk-test",  # type: ignore[arg-type]
+        max_retries=0,
+    ),
+    [],
+)
+plain_reasoner = create_agent(model, [])
 
 thought = AIMessage(
     content=[

@@ -1,8 +1,9 @@
 """OpenAI Agents SDK agents for its adapter's tests, on the fake endpoint named by
 ``ACP_FAKE_BASE_URL`` through Chat Completions (the fake endpoint has no Responses API).
 
-``served`` has one plain tool and one that needs approval; ``conformance`` is the agent
-conformance runs (the reference agent's commands, the editor's tools).
+``served`` has one plain tool and one that needs approval; ``chooser`` offers two models;
+``conformance`` is the agent conformance runs (the reference agent's commands, the editor's
+tools).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ agent = Agent(
     model=model,
     model_settings=ModelSettings(include_usage=True),
     tools=[read_file, run_command],
+)
+chooser = OpenAIAgentsAgent(
+    agent, models=[model, OpenAIChatCompletionsModel(model="fake-large", openai_client=client)]
 )
 served = OpenAIAgentsAgent(
     agent,

@@ -19,7 +19,7 @@ from tests.helpers.wire_client import (
     spawn,
 )
 
-SLOW = 30.0  # a first turn imports the framework
+SLOW = 30.0  # the first request after initialize waits for the framework's import
 
 
 @asynccontextmanager
@@ -33,12 +33,21 @@ async def served(
     """``acp-agent-kit --agent SPEC`` on ``fake``, initialized."""
     command = [sys.executable, "-m", "acp_agent", "--store", store, *extra, "--agent", spec]
     async with spawn(command, env={"ACP_FAKE_BASE_URL": fake.base_url, **(env or {})}) as client:
-        # the agent's module imports its framework before it answers: seconds on a busy machine
+        # answered before the agent's module is imported; what follows waits for it
         request_id = await client.request(
             "initialize", {"protocolVersion": 1, "clientCapabilities": FULL_CAPS}
         )
         await client.expect(lambda m: is_response(m, request_id), timeout=SLOW)
+        await loaded(client)
         yield client
+
+
+async def loaded(client: ProcessClient) -> None:
+    """Wait (up to ``SLOW``) until the agent's module is imported: a cheap request, which
+    waits for it as every request after ``initialize`` does."""
+    request_id = await client.request("session/list", {})
+    answer, _ = await client.expect(lambda m: is_response(m, request_id), timeout=SLOW)
+    assert "result" in answer, answer
 
 
 async def new_session(client: ProcessClient, cwd: Path) -> str:

@@ -232,3 +232,26 @@ async def test_a_call_of_a_tool_the_agent_lacks(
     else:  # the Agents SDK stops the run: the one model error
         assert turn.error is not None and turn.error["code"] == -32603
         assert "no_such_tool" in turn.error["data"]["reason"]
+
+
+@pytest.mark.parametrize(
+    "chooser", ["tests.adapters.lg_agent:chooser", "tests.adapters.oa_agent:chooser"]
+)
+async def test_the_chosen_model_runs_the_turn(
+    chooser: str, fake: FakeModelServer, tmp_path: Path
+) -> None:
+    async with served(chooser, fake) as client:
+        result, _ = await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        [option] = result["configOptions"]
+        assert (option["id"], option["currentValue"]) == ("model", "fake")
+        assert [o["value"] for o in option["options"]] == ["fake", "fake-large"]
+        sid = result["sessionId"]
+        await client.prompt(sid, "fake:cold", timeout=SLOW)
+        assert fake.requests[-1]["model"] == "fake"
+        await client.call(
+            "session/set_config_option",
+            {"sessionId": sid, "configId": "model", "value": "fake-large"},
+        )
+        turn = await client.prompt(sid, "fake:cold", timeout=SLOW)
+    assert turn.stop_reason == "end_turn"
+    assert fake.requests[-1]["model"] == "fake-large"

@@ -15,7 +15,7 @@ import pytest
 from acp_agent.llm.fake_server import FakeModelServer
 from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, Turn, spawn
 
-from .serving import conversation_is_valid
+from .serving import conversation_is_valid, loaded
 
 pytest.importorskip("pydantic_ai")
 # a fresh agent process imports pydantic-ai and openai: seconds on a busy machine
@@ -48,6 +48,7 @@ async def agent(
         request_id = await client.request("initialize", params)
         answer, _ = await client.expect(lambda m: m.get("id") == request_id, START_TIMEOUT)
         assert "result" in answer, answer
+        await loaded(client)
         yield client
 
 

@@ -13,7 +13,7 @@ import pytest
 from acp_agent.chat.app import pick_option
 from acp_agent.chat.command import split_command
 from acp_agent.chat.workspace import Workspace
-from acp_agent.cli import ENV, split_argv
+from acp_agent.cli_args import ENV, split_argv
 from acp_agent.errors import InvalidParams, ResourceNotFound
 from tests.helpers.wire_client import ROOT, child_env
 

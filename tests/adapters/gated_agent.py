@@ -1,0 +1,16 @@
+"""A module whose import the test holds: it reads the FIFO named by ``ACP_TEST_GATE``
+(blocking until the test writes it), then fails if it was told ``fail``, else defines
+``agent``, a plain agent."""
+
+from __future__ import annotations
+
+import os
+
+from tests.adapters.plain_agent import Plain
+
+with open(os.environ["ACP_TEST_GATE"], encoding="utf-8") as gate:
+    SAID = gate.read()
+if SAID == "fail":
+    raise RuntimeError("told to fail")
+
+agent = Plain()
