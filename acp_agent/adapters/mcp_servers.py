@@ -147,6 +147,7 @@ class SessionServers(Generic[T]):
         self._opener = opener
         self._ping = ping
         self.connect_timeout = connect_timeout
+        self._groups: list[_Group] = []  # every running block, in the order they began
         self._current: contextvars.ContextVar[_Group | None] = contextvars.ContextVar(
             f"acp_agent_adapters_mcp_{id(self):x}", default=None
         )
@@ -157,18 +158,28 @@ class SessionServers(Generic[T]):
         async with anyio.create_task_group() as tg:
             group = _Group(tg)
             token = self._current.set(group)
+            self._groups.append(group)
             try:
                 yield
             finally:
+                self._groups.remove(group)
                 with contextlib.suppress(ValueError):  # left in another context
                     self._current.reset(token)
                 await _stop(list(group.held))
                 tg.cancel_scope.cancel()
 
+    def _group(self) -> _Group | None:
+        """The running block of this context; else the only one (a request served by a
+        task started outside it, as under ``--agent``, which loads the agent later)."""
+        group = self._current.get()
+        if group is None and len(self._groups) == 1:
+            return self._groups[0]
+        return group
+
     def start(self, session: Session) -> None:
         """Start opening the session's servers (``session/new``, ``session/load``);
         returns at once. Without the lifespan, :meth:`ready` reports it."""
-        group = self._current.get()
+        group = self._group()
         if session.mcp_servers and group is not None:
             self._held(session, group)
 
@@ -177,7 +188,7 @@ class SessionServers(Generic[T]):
         those still opening. Raises :class:`McpServerFailed` for one that cannot start."""
         if not session.mcp_servers:
             return []
-        group = self._current.get()
+        group = self._group()
         if group is None:
             raise InternalError("MCP servers need the agent's lifespan (serve it with AcpServer)")
         held = self._held(session, group)
