@@ -174,7 +174,7 @@ class McpSessionLink:
                     n += 1
                     function = f"{base[:60]}_{n}"
                 used.add(function)
-                schema = getattr(tool, "input_schema", None) or getattr(tool, "inputSchema", None)
+                schema = getattr(tool, "input_schema", None)
                 self.tools[function] = McpTool(
                     function,
                     server.name,
@@ -244,14 +244,14 @@ async def _list_tools(session: Any) -> list[Any]:
     tools: list[Any] = []
     result = await session.list_tools()
     tools.extend(result.tools)
-    cursor = getattr(result, "next_cursor", None) or getattr(result, "nextCursor", None)
+    cursor = getattr(result, "next_cursor", None)
     pages = 1
     while cursor and pages < 50:
         from mcp import types
 
         result = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
         tools.extend(result.tools)
-        cursor = getattr(result, "next_cursor", None) or getattr(result, "nextCursor", None)
+        cursor = getattr(result, "next_cursor", None)
         pages += 1
     return tools
 
@@ -269,14 +269,12 @@ def _tool_result_text(result: Any) -> tuple[str, bool]:
             parts.append(str(text) if text is not None else f"[resource {uri}]")
         elif kind is not None:
             parts.append(f"[{kind} content]")
-    structured = getattr(result, "structured_content", None) or getattr(
-        result, "structuredContent", None
-    )
+    structured = getattr(result, "structured_content", None)
     if not parts and structured is not None:
         import orjson
 
         parts.append(orjson.dumps(structured).decode())
-    is_error = bool(getattr(result, "is_error", None) or getattr(result, "isError", None))
+    is_error = bool(getattr(result, "is_error", None))
     return "\n".join(parts) or "(no output)", is_error
 
 
