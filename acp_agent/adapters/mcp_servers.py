@@ -34,13 +34,21 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import anyio
 
+from ..agent import Agent
 from ..errors import InternalError
 from ..session import Session
 
 if TYPE_CHECKING:
     import anyio.abc
 
-__all__ = ["McpServerFailed", "SessionServers", "answered", "server_env", "server_name"]
+__all__ = [
+    "McpServerFailed",
+    "ServersAgent",
+    "SessionServers",
+    "answered",
+    "server_env",
+    "server_name",
+]
 
 log = logging.getLogger("acp_agent.adapters.mcp")
 
@@ -283,3 +291,25 @@ async def _stop(held: list[_Held[Any]]) -> None:
         with anyio.move_on_after(CANCEL_BOUND):
             for one in late:
                 await one.done.wait()
+
+
+class ServersAgent(Agent):
+    """An adapter's base: the sessions' MCP servers held by ``self.mcp`` for the
+    connection (its lifespan), opened at ``session/new`` and ``load``, closed with the
+    session. The adapter sets ``mcp`` and asks :meth:`SessionServers.ready` each turn."""
+
+    mcp: SessionServers[Any]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        async with super().lifespan(), self.mcp.running():
+            yield
+
+    async def new_session(self, session: Session) -> None:
+        self.mcp.start(session)
+
+    async def load_session(self, session: Session) -> None:
+        self.mcp.start(session)
+
+    async def close_session(self, session: Session) -> None:
+        await self.mcp.close(session)

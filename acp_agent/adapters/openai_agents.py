@@ -31,16 +31,15 @@ The SDK runs on asyncio only. Nothing of it is imported until an agent is first 
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar, Final
 
 import orjson
 
-from ..agent import Agent, Command, ConfigOption, PromptTurn, StopReason
+from ..agent import Command, ConfigOption, PromptTurn, StopReason
 from ..session import Session
-from .mcp_servers import SessionServers
+from .mcp_servers import ServersAgent, SessionServers
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
 from .turns import (
     PATH_KEY,
@@ -147,7 +146,7 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON-ready")
 
 
-class OpenAIAgentsAgent(Agent):
+class OpenAIAgentsAgent(ServersAgent):
     """An ACP agent running an OpenAI Agents SDK ``Agent``.
 
     ``tool_metadata`` maps tool names to what ``metadata`` declares in other frameworks
@@ -192,21 +191,6 @@ class OpenAIAgentsAgent(Agent):
             self.name = name  # type: ignore[misc]
         #: the MCP servers of the sessions, held open
         self.mcp: SessionServers[Any] = SessionServers(_open_server, _ping)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(self) -> AsyncIterator[None]:
-        """Hold the sessions' MCP servers for the connection (they stop at its end)."""
-        async with super().lifespan(), self.mcp.running():
-            yield
-
-    async def new_session(self, session: Session) -> None:
-        self.mcp.start(session)
-
-    async def load_session(self, session: Session) -> None:
-        self.mcp.start(session)
-
-    async def close_session(self, session: Session) -> None:
-        await self.mcp.close(session)
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands

@@ -37,18 +37,18 @@ from __future__ import annotations
 
 import base64
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import anyio
 
-from ..agent import Agent, Command, ConfigOption, PromptCapabilities, PromptTurn, StopReason
+from ..agent import Command, ConfigOption, PromptCapabilities, PromptTurn, StopReason
 from ..client import ToolKind, ToolStatus
 from ..errors import AcpError
 from ..session import Session
 from ._pydantic_ai_editor import editor_toolset
 from ._pydantic_ai_mcp import mcp_client_installed, open_toolset, ping
-from .mcp_servers import SessionServers
+from .mcp_servers import ServersAgent, SessionServers
 from .turns import (
     PATH_KEY,
     PLAN_KEY,
@@ -91,7 +91,7 @@ def _model_name(model: Model | str) -> str:
     return model if isinstance(model, str) else model.model_name
 
 
-class PydanticAIAgent(Agent):
+class PydanticAIAgent(ServersAgent):
     """A pydantic-ai ``Agent`` as an ACP agent.
 
     ``models``: more models to offer as the ``model`` config option (the agent's own model
@@ -125,21 +125,6 @@ class PydanticAIAgent(Agent):
         self.models: dict[str, Model | str] = {_model_name(m): m for m in choices}
         #: the MCP servers of the sessions, as toolsets held open
         self.mcp: SessionServers[AbstractToolset[Any]] = SessionServers(open_toolset, ping)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(self) -> AsyncIterator[None]:
-        """Hold the sessions' MCP servers for the connection (they stop at its end)."""
-        async with super().lifespan(), self.mcp.running():
-            yield
-
-    async def new_session(self, session: Session) -> None:
-        self.mcp.start(session)
-
-    async def load_session(self, session: Session) -> None:
-        self.mcp.start(session)
-
-    async def close_session(self, session: Session) -> None:
-        await self.mcp.close(session)
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self._commands
