@@ -11,6 +11,7 @@ synchronisation.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -72,15 +73,19 @@ def processes(pg: PostgresServer) -> list[int]:
 
 
 def pause(pg: PostgresServer) -> list[int]:
-    paused = processes(pg)
-    for pid in paused:
-        os.kill(pid, signal.SIGSTOP)
+    paused = []
+    for pid in processes(pg):
+        with contextlib.suppress(ProcessLookupError):  # a backend that just exited
+            os.kill(pid, signal.SIGSTOP)
+            paused.append(pid)
     return paused
 
 
 def resume(paused: list[int]) -> None:
     for pid in paused:
-        os.kill(pid, signal.SIGCONT)
+        # a backend that had exited (a zombie when paused) is reaped once the postmaster runs
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
 
 def restart(pg: PostgresServer) -> None:
