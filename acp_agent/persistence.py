@@ -77,6 +77,8 @@ class Persister:
         self._work = anyio.Event()  # set when the queue stops being empty
         self._due = anyio.Event()  # set when someone waits: write without delay
         self._progress = anyio.Event()  # set (and replaced) after every write
+        #: set (and dropped) after a write of the session: what a turn's end waits on
+        self._written: dict[str, anyio.Event] = {}
         #: sessions whose write failed, with the error; their writes wait in ``_held_back``
         self.failed: dict[str, RequestError] = {}
         self._held_back: dict[str, list[TurnWrite]] = {}
@@ -156,6 +158,9 @@ class Persister:
                     self._queued_bytes -= sum(map(_size, write.updates))
                     progress, self._progress = self._progress, anyio.Event()
                     progress.set()
+                    written = self._written.pop(session_id, None)
+                    if written is not None:
+                        written.set()
         finally:
             self._writing.discard(session_id)
             if not queue and self._queues.get(session_id) is queue:
@@ -200,11 +205,19 @@ class Persister:
         written or set aside."""
         if session_id is None:
             targets = dict(self._queued)
-        else:
-            targets = {session_id: self._queued.get(session_id, 0)}
-        while self._behind_on(targets):
+            while self._behind_on(targets):
+                self._due.set()
+                await self._progress.wait()
+            return
+        # Woken by the session's own writes only: fifty turn ends waiting at once are not
+        # each woken by the other forty-nine sessions' writes.
+        target = self._queued.get(session_id, 0)
+        while self._done.get(session_id, 0) < target:
             self._due.set()
-            await self._progress.wait()
+            written = self._written.get(session_id)
+            if written is None:
+                written = self._written[session_id] = anyio.Event()
+            await written.wait()
 
     async def sync(self, session_id: str | None = None) -> None:
         """``wait_written``; then, if ``session_id`` is given and a write of that session
