@@ -6,7 +6,7 @@ recorded from the first one), and one live owner per session: the *lease*. The S
 lives in ``acp_agent.store.pg_sql``. It knows nothing of JSON-RPC or the connection.
 
 Turn writes of this host waiting at the same moment are committed together, in one
-transaction (``acp_agent.store.pg_commit``); every call is bounded in time and run once more
+transaction (``acp_agent.store.group_commit``); every call is bounded in time and run once more
 on a fresh connection when that is safe (``acp_agent.store.pg_calls``).
 
 The driver is psycopg 3, synchronous, with ``psycopg_pool``: each call runs on a worker
@@ -67,10 +67,10 @@ from acp_agent.store.base import (
     session_exists,
     session_not_found,
 )
+from acp_agent.store.group_commit import GroupCommit
 from acp_agent.store.packed import text_of
 from acp_agent.store.pg_batch import Outcome, write_batch
 from acp_agent.store.pg_calls import run_bounded
-from acp_agent.store.pg_commit import GroupCommit
 from acp_agent.store.pg_leases import LeaseTable
 from acp_agent.store.pg_rows import escape, fields, maybe, to_record, unescape
 
@@ -435,7 +435,7 @@ class PostgresSessionStore:
         raise AssertionError(f"acp_write_turn answered {status}")  # pragma: no cover
 
     async def _commit_turns(self, batch: Sequence[dict[str, Any]]) -> builtins.list[Outcome]:
-        """The turn writes of one group commit (see ``acp_agent.store.pg_commit``), in one
+        """The turn writes of one group commit (see ``acp_agent.store.group_commit``), in one
         transaction (see ``acp_agent.store.pg_batch``): their outcomes, in order."""
         return await self._run(lambda conn: write_batch(conn, batch))
 

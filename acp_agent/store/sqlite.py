@@ -35,7 +35,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -56,14 +56,14 @@ from acp_agent.store.base import (
     TurnWrite,
     as_created,
     check_limit,
-    check_turn_write,
     decode_cursor,
     encode_cursor,
     session_exists,
     session_not_found,
 )
+from acp_agent.store.group_commit import GroupCommit
 from acp_agent.store.sqlite_locks import SessionLocks
-from acp_agent.store.sqlite_rows import insert_items, items_of, rowid
+from acp_agent.store.sqlite_rows import items_of, write_turn_rows
 from acp_agent.store.sqlite_schema import (
     SCHEMA_VERSION,
     SchemaVersionError,
@@ -137,6 +137,9 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
         self._locks: SessionLocks | None = None
         self._identity: tuple[int, int] | None = None  # the opened file's (device, inode)
         self._closed = False
+        self._turn_writes: GroupCommit[tuple[TurnWrite, str], Exception | None] = GroupCommit(
+            self._write_turns
+        )
 
     @classmethod
     async def open(
@@ -347,36 +350,33 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
         return await self._run(run, write=True)
 
     async def write_turn(self, write: TurnWrite) -> None:
-        items = [*(write.begin or ()), *write.updates]
-        now = self._timestamps.now()
-        session_id = write.session_id
+        await anyio.lowlevel.checkpoint_if_cancelled()  # a cancelled call writes nothing
+        error = await self._turn_writes.write((write, self._timestamps.now()))
+        if error is not None:
+            raise error
 
-        def run(conn: sqlite3.Connection) -> None:
-            if not conn.execute(
-                "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
-            ).rowcount:
-                raise session_not_found(session_id)
-            row = conn.execute(
-                "SELECT id, stop_reason FROM turns WHERE session_id = ? AND turn_id = ?",
-                (session_id, write.turn_id),
-            ).fetchone()
-            check_turn_write(
-                write, exists=row is not None, stop_reason=None if row is None else row[1]
-            )
-            if row is None:
-                turn = rowid(
-                    conn.execute(
-                        "INSERT INTO turns (session_id, turn_id, stop_reason) VALUES (?, ?, ?)",
-                        (session_id, write.turn_id, write.end),
-                    )
-                )
-            else:
-                turn = row[0]
-                if write.end is not None:
-                    conn.execute("UPDATE turns SET stop_reason = ? WHERE id = ?", (write.end, turn))
-            insert_items(conn, turn, items)
+    async def _write_turns(
+        self, batch: Sequence[tuple[TurnWrite, str]]
+    ) -> builtins.list[Exception | None]:
+        """The turn writes waiting at one moment, in one transaction (group commit): each
+        in a savepoint, so that one refused write fails only itself."""
 
-        await self._run(run, write=True)
+        def run(conn: sqlite3.Connection) -> builtins.list[Exception | None]:
+            outcomes: builtins.list[Exception | None] = []
+            for write, now in batch:
+                conn.execute("SAVEPOINT turn_write")
+                try:
+                    write_turn_rows(conn, write, now)
+                    outcomes.append(None)
+                except sqlite3.Error:
+                    raise  # the store's own failure: the whole batch (a lock is waited out)
+                except Exception as exc:  # this write refused (a turn begun twice, ...)
+                    conn.execute("ROLLBACK TO turn_write")
+                    outcomes.append(exc)
+                conn.execute("RELEASE turn_write")
+            return outcomes
+
+        return await self._run(run, write=True)
 
     # --- sessions held by one process (``SessionLeases``) -----------------------------------
 

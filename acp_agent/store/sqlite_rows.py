@@ -7,8 +7,8 @@ per update. A large item (packed, see ``packed``) is a BLOB row of its own, zlib
 or the text itself; so is an item that has a raw newline (zlib of its text). A BLOB that
 starts with ``{`` is text (an item is a JSON object); any other BLOB is zlib.
 
-It owns writing a write's items and reading them back; the statements around them (turns,
-sessions, transactions) are ``sqlite``'s, the tables ``sqlite_schema``'s.
+It owns writing a write's items and reading them back, and one turn write's statements
+(:func:`write_turn_rows`); transactions are ``sqlite``'s, the tables ``sqlite_schema``'s.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import zlib
 from collections.abc import Sequence
 from typing import Final
 
-from acp_agent.store.base import JsonText
+from acp_agent.store.base import JsonText, TurnWrite, check_turn_write, session_not_found
 from acp_agent.store.packed import PackedJson
 
-__all__ = ["insert_items", "items_of", "rowid"]
+__all__ = ["insert_items", "items_of", "rowid", "write_turn_rows"]
 
 PIECE: Final = 1 << 20  # bytes per write of a large item into its BLOB
 _INSERT: Final = "INSERT INTO updates (turn, body) VALUES (?, ?)"
@@ -77,3 +77,29 @@ def _insert_packed(conn: sqlite3.Connection, turn: int, item: PackedJson) -> Non
         view = memoryview(item.data)
         for start in range(0, len(view), PIECE):
             blob.write(view[start : start + PIECE])
+
+
+def write_turn_rows(conn: sqlite3.Connection, write: TurnWrite, now: str) -> None:
+    """One turn write's statements (inside the batch's transaction)."""
+    session_id = write.session_id
+    if not conn.execute(
+        "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
+    ).rowcount:
+        raise session_not_found(session_id)
+    row = conn.execute(
+        "SELECT id, stop_reason FROM turns WHERE session_id = ? AND turn_id = ?",
+        (session_id, write.turn_id),
+    ).fetchone()
+    check_turn_write(write, exists=row is not None, stop_reason=None if row is None else row[1])
+    if row is None:
+        turn = rowid(
+            conn.execute(
+                "INSERT INTO turns (session_id, turn_id, stop_reason) VALUES (?, ?, ?)",
+                (session_id, write.turn_id, write.end),
+            )
+        )
+    else:
+        turn = row[0]
+        if write.end is not None:
+            conn.execute("UPDATE turns SET stop_reason = ? WHERE id = ?", (write.end, turn))
+    insert_items(conn, turn, [*(write.begin or ()), *write.updates])

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
-from acp_agent.store.pg_commit import GroupCommit
+from acp_agent.store.group_commit import GroupCommit
 
 pytestmark = pytest.mark.anyio
 
