@@ -6,7 +6,8 @@ process has a session open ``sqlite_locks``'s). Every operation is one transacti
 (``BEGIN IMMEDIATE`` for writes) on the store's one connection, run off the event loop by
 anyio's worker threads one at a time, in arrival order. An operation that has reached its
 thread runs to completion (a cancelled caller stops waiting only before that), so no
-transaction is left half-open.
+transaction is left half-open. The turn writes waiting at one moment share one transaction
+(``group_commit``), each in a savepoint of its own: a refused write fails only itself.
 
 What it checks, so that a write is never acknowledged without being in the file:
 
