@@ -11,7 +11,9 @@ commands advertised by the agent complete with Tab. A program that does not answ
 Permission questions and the agent's terminal commands are asked of the person. With a
 piped stdin the chat reads prompts line by line so it can be scripted; questions are
 then never read from stdin: ``--auto-approve`` allows, otherwise they are rejected
-with a line saying so (``--allow-terminals`` lets terminal commands run).
+with a line saying so (``--allow-terminals`` lets terminal commands run). Those
+questions are :mod:`acp_agent.chat.questions`'s; this module owns the session loop, the
+local commands and Ctrl-C, not the questions, the connection or how updates are shown.
 
 Local commands (not sent to the agent) are listed at start and by ``/?``: ``/mode`` and
 ``/model`` show or pick the session's mode and model. ``--resume``/``--load`` open a
@@ -35,7 +37,6 @@ import json
 import shlex
 import signal
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -46,7 +47,10 @@ from acp_agent.errors import ConnectionClosed, RequestError
 
 from .client import AcpClient, open_client
 from .lines import LineReader
+from .questions import Questions, pick_option
 from .render import Renderer
+
+__all__ = ["KEYS", "LOCAL_COMMANDS", "ChatApp", "pick_option", "write_out"]
 
 LOCAL_COMMANDS = {
     "/?": "list the chat's own commands and keys",
@@ -73,13 +77,19 @@ class ChatApp:
     ) -> None:
         self.command = command
         self.cwd = cwd
-        self.approve = approve  # None: ask the person (reject when stdin is piped)
-        self.allow_terminals = allow_terminals or approve is True
         self.init_timeout = init_timeout
         self.console = console
         self.interactive = sys.stdin.isatty()
         self.renderer = Renderer(console)
         self.reader = LineReader(self.interactive, self._completions)
+        self.questions = Questions(
+            self.renderer,
+            self.reader,
+            cwd,
+            approve=approve,
+            allow_terminals=allow_terminals,
+            interactive=self.interactive,
+        )
         self.client: AcpClient | None = None
         self.session_id = ""
         self.in_turn = False
@@ -93,7 +103,6 @@ class ChatApp:
         self.one_shot: str | None = None  # -p: this prompt, then exit
         self.output_format = "text"
         self.updates: list[dict[str, Any]] = []  # -p: what the turn streamed
-        self.approved_runs = 0  # commands the person allowed in a permission question
 
     # -- the Observer interface ----------------------------------------------------------
 
@@ -106,68 +115,10 @@ class ChatApp:
         self.renderer.notice(method, params)
 
     async def ask_permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        options = [o for o in params.get("options") or [] if isinstance(o, dict)]
-        tool = params.get("toolCall") or {}
-        call_id = str(tool.get("toolCallId", ""))
-        title = tool.get("title") or self.renderer.tool_titles.get(call_id, call_id)
-        if self.approve is not None or not self.interactive:
-            wanted = "allow" if self.approve else "reject"
-            why = "automatic" if self.approve is not None else PIPED
-            for option in options:
-                if str(option.get("kind", "")).startswith(wanted):
-                    self.renderer.info(f"permission for {title}: {option.get('name')} ({why})")
-                    self._approved(tool, option)
-                    return {"outcome": "selected", "optionId": option["optionId"]}
-            self.renderer.info(f"permission for {title}: cancelled ({why})")
-            return {"outcome": "cancelled"}
-        menu = Text(f"permission needed: {title}", style="bold yellow")
-        for i, option in enumerate(options, 1):
-            menu.append(f"\n  {i}) {option.get('name')} [{option.get('kind')}]")
-        self.renderer.line(menu)
-        while True:
-            answer = await self._ask(f"choose 1-{len(options)}: ")
-            if answer is None:
-                return {"outcome": "cancelled"}
-            chosen = pick_option(options, answer)
-            if chosen is not None:
-                self._approved(tool, chosen)
-                return {"outcome": "selected", "optionId": chosen["optionId"]}
-            self.renderer.error(f"not an option: {answer!r}")
-
-    def _approved(self, tool: dict[str, Any], option: dict[str, Any]) -> None:
-        """The person allowed a tool call: a command it runs next is not asked again."""
-        call_id = str(tool.get("toolCallId", ""))
-        kind = tool.get("kind") or self.renderer.tool_kinds.get(call_id)
-        if kind == "execute" and option.get("kind") == "allow_always":
-            self.allow_terminals = True  # the agent will not ask again: neither does chat
-        elif kind == "execute" and str(option.get("kind", "")).startswith("allow"):
-            self.approved_runs += 1
+        return await self.questions.ask_permission(params)
 
     async def allow_terminal(self, params: dict[str, Any]) -> bool:
-        args = params.get("args") if isinstance(params.get("args"), list) else []
-        command = shlex.join([str(params.get("command")), *map(str, args or [])])
-        where = params.get("cwd") or self.cwd
-        if self.allow_terminals:
-            return True
-        if self.approved_runs:  # the agent asked, the person allowed: asked once only
-            self.approved_runs -= 1
-            return True
-        if self.approve is False or not self.interactive:
-            why = "--auto-reject" if self.approve is False else PIPED
-            self.renderer.info(f"not running {command} ({why}; --allow-terminals allows)")
-            return False
-        self.renderer.line(Text(f"the agent wants to run: {command}  (in {where})", "bold yellow"))
-        answer = await self._ask("run it? [y/N]: ")
-        return answer is not None and answer.strip().lower() in ("y", "yes")
-
-    async def _ask(self, prompt: str) -> str | None:
-        """One line from the person, typed after ``prompt``."""
-        self.renderer.clear_status()
-        self.renderer.prompt_open = self.interactive
-        try:
-            return await self.reader.readline(prompt)
-        finally:
-            self.renderer.prompt_open = False
+        return await self.questions.allow_terminal(params)
 
     # -- completion ---------------------------------------------------------------------
 
@@ -289,7 +240,7 @@ class ChatApp:
         self.renderer.info(f"session {self.session_id}")
         self._show_help()
         while True:
-            line = await self._ask("> ")
+            line = await self.questions.ask("> ")
             if line is None:
                 if self.interactive:
                     self.console.out("")  # Ctrl-D: the shell's prompt starts a line of its own
@@ -361,7 +312,7 @@ class ChatApp:
     async def _turn(self, client: AcpClient, text: str) -> str | None:
         """Run one turn; its stop reason (``error`` for an error answer), None when the
         agent is gone."""
-        self.in_turn, self.cancelling, self.approved_runs = True, False, 0
+        self.in_turn, self.cancelling, self.questions.approved_runs = True, False, 0
         stop: str | None = "error"
         async with anyio.create_task_group() as tg:
             if self.interactive:
@@ -478,7 +429,6 @@ class ChatApp:
             self.quit_scope.cancel()
 
 
-PIPED = "stdin is not a terminal; --auto-approve allows"
 AUTH_REQUIRED = -32000
 
 #: the modules whose errors mean that a remote connection broke
@@ -501,23 +451,6 @@ def _is_broken_connection(exc: BaseException) -> bool:
 def _words(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:200] if text else type(exc).__name__
-
-
-def pick_option(options: Sequence[dict[str, Any]], answer: str) -> dict[str, Any] | None:
-    """The option an answer names: its number, id, kind, name, or y/n."""
-    answer = answer.strip().lower()
-    if answer.isdigit() and 1 <= int(answer) <= len(options):
-        return options[int(answer) - 1]
-    for option in options:
-        names = {str(option.get(k, "")).lower() for k in ("optionId", "kind", "name")}
-        if answer in names:
-            return option
-    prefix = {"y": "allow", "yes": "allow", "n": "reject", "no": "reject"}.get(answer)
-    if prefix is not None:
-        for option in options:
-            if str(option.get("kind", "")).startswith(prefix):
-                return option
-    return None
 
 
 def write_out(text: str) -> None:

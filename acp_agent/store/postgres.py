@@ -1,9 +1,9 @@
 """``PostgresSessionStore``: sessions on PostgreSQL, shared by several agent hosts.
 
-It owns the connection pool, the schema's creation and migration on first use (one
-transaction under an advisory lock, so hosts starting together do not race; the version is
-recorded from the first one), and one live owner per session: the *lease*. The SQL text
-lives in ``acp_agent.store.pg_sql``. It knows nothing of JSON-RPC or the connection.
+It owns the ``SessionStore`` and ``HeldPrompts`` operations on PostgreSQL and one live owner
+per session: the *lease*. Opening the pool, migrating the schema and running one bounded call
+are ``acp_agent.store.pg_pool``'s; the SQL text lives in ``acp_agent.store.pg_sql``. It knows
+nothing of JSON-RPC or the connection.
 
 Turn writes of this host waiting at the same moment are committed together, in one
 transaction (``acp_agent.store.group_commit``); every call is bounded in time and run once more
@@ -36,14 +36,13 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import functools
 import logging
 import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.lowlevel
@@ -70,13 +69,19 @@ from acp_agent.store.base import (
 from acp_agent.store.group_commit import GroupCommit
 from acp_agent.store.packed import text_of
 from acp_agent.store.pg_batch import Outcome, write_batch
-from acp_agent.store.pg_calls import run_bounded
 from acp_agent.store.pg_leases import LeaseTable
+from acp_agent.store.pg_pool import (
+    CALL_TIMEOUT_ENV_VAR,
+    DEFAULT_CALL_TIMEOUT,
+    NAME,
+    PgConnections,
+    Row,
+    SchemaTooNew,
+)
 from acp_agent.store.pg_rows import escape, fields, maybe, to_record, unescape
 
 if TYPE_CHECKING:
     import psycopg
-    import psycopg_pool
 
 __all__ = [
     "CALL_TIMEOUT_ENV_VAR",
@@ -89,51 +94,6 @@ __all__ = [
 log = logging.getLogger("acp_agent.store.postgres")
 
 DEFAULT_LEASE_TIMEOUT: Final = 30.0
-POOL_SIZE: Final = 8
-CONNECT_TIMEOUT: Final = 10.0
-DEFAULT_CALL_TIMEOUT: Final = 10.0
-CALL_TIMEOUT_ENV_VAR: Final = "ACP_AGENT_STORE_TIMEOUT"
-"""Environment variable: seconds one call of the PostgreSQL store may take."""
-#: how the store names itself in errors (never by its URL, which may hold a password)
-NAME: Final = "PostgreSQL"
-
-_T = TypeVar("_T")
-Row = tuple[Any, ...]
-
-
-class SchemaTooNew(InternalError):
-    """The database was made by a newer acp-agent than this one."""
-
-
-def _call_timeout() -> float:
-    value = os.environ.get(CALL_TIMEOUT_ENV_VAR)
-    if not value:
-        return DEFAULT_CALL_TIMEOUT
-    try:
-        return float(value)
-    except ValueError:
-        raise InternalError(
-            f"${CALL_TIMEOUT_ENV_VAR}: {value!r} is not a number of seconds"
-        ) from None
-
-
-def _migrate(conn: psycopg.Connection[Row]) -> None:
-    """Create or bring the schema up to ``SCHEMA_VERSION``, in one transaction."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (sql.SCHEMA_LOCK,))
-        exists = conn.execute(sql.HAS_VERSION_TABLE).fetchone()
-        version = 0
-        if exists and exists[0]:
-            row = conn.execute(sql.READ_VERSION).fetchone()
-            version = int(row[0]) if row else 0
-        if version > sql.SCHEMA_VERSION:
-            raise SchemaTooNew(
-                f"the database holds schema version {version}; this acp-agent knows up to "
-                f"{sql.SCHEMA_VERSION}: upgrade acp-agent"
-            )
-        for step in range(version + 1, sql.SCHEMA_VERSION + 1):
-            conn.execute(sql.MIGRATIONS[step])
-            conn.execute(sql.SET_VERSION, (step,))
 
 
 class PostgresSessionStore:
@@ -151,20 +111,16 @@ class PostgresSessionStore:
             raise ValueError(f"lease_timeout must be positive, not {lease_timeout}")
         self.url = url
         self.lease_timeout = lease_timeout
+        self._db = PgConnections(url, call_timeout)
         #: seconds one call may take, waiting for a connection included
-        self.call_timeout = _call_timeout() if call_timeout is None else call_timeout
-        if not self.call_timeout > 0:
-            raise ValueError(f"call_timeout must be positive, not {self.call_timeout}")
+        self.call_timeout = self._db.call_timeout
         self._commits: GroupCommit[dict[str, Any], Outcome] = GroupCommit(self._commit_turns)
         #: who holds a lease: this instance (the host and process name it for operators)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self._timestamps = Timestamps(clock)
-        self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Row]] | None = None
-        self._limiter = anyio.CapacityLimiter(POOL_SIZE)
         self._leases = LeaseTable()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
-        self._closed = False
 
     @classmethod
     async def open(
@@ -190,65 +146,11 @@ class PostgresSessionStore:
         return store
 
     def _open_sync(self) -> None:
-        import psycopg
-        import psycopg_pool
-
-        # One direct connection first: a wrong URL or a server that is down fails here,
-        # at once, with libpq's own message (a pool would retry until its timeout).
-        with psycopg.connect(self.url, connect_timeout=int(CONNECT_TIMEOUT)) as conn:
-            _migrate(conn)
-        self._pool = psycopg_pool.ConnectionPool(
-            self.url,
-            min_size=1,
-            max_size=POOL_SIZE,
-            kwargs=self._connect_kwargs(),
-            timeout=self.call_timeout,
-            open=False,
-            name="acp-agent",
-        )
-        self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        self._db.open_sync()
         self._renewer = threading.Thread(
             target=self._renew_loop, name="acp-agent-pg-leases", daemon=True
         )
         self._renewer.start()
-
-    # --- running statements ------------------------------------------------------------------
-
-    def _connect_kwargs(self) -> dict[str, Any]:
-        return {"autocommit": True, "connect_timeout": max(1, int(self.call_timeout))}
-
-    def _connect(self) -> psycopg.Connection[Row]:
-        """A connection of its own (not the pool's), for a call run again."""
-        import psycopg
-
-        return psycopg.connect(self.url, **self._connect_kwargs())
-
-    async def _run(
-        self, fn: Callable[[psycopg.Connection[Row]], _T], *, reads_only: bool = False
-    ) -> _T:
-        """``fn`` on a pooled connection, on a worker thread, bounded by ``call_timeout``
-        (see ``acp_agent.store.pg_calls``)."""
-        await anyio.lowlevel.checkpoint()  # every call may be cancelled before it starts
-        if self._closed or self._pool is None:
-            raise anyio.ClosedResourceError
-        call = functools.partial(
-            run_bounded,
-            self._pool,
-            fn,
-            connect=self._connect,
-            store=NAME,
-            timeout=self.call_timeout,
-            reads_only=reads_only,
-        )
-        return await anyio.to_thread.run_sync(call, limiter=self._limiter)
-
-    async def _one(
-        self, query: str, params: dict[str, Any], *, reads_only: bool = False
-    ) -> Row | None:
-        def run(conn: psycopg.Connection[Row]) -> Row | None:
-            return conn.execute(query, params, prepare=True).fetchone()
-
-        return await self._run(run, reads_only=reads_only)
 
     # --- leases ------------------------------------------------------------------------------
 
@@ -272,7 +174,7 @@ class PostgresSessionStore:
         when the session does not exist.
         """
         if not self._leases.join(session_id):
-            token = await self._run(lambda conn: self._acquire_sync(conn, session_id))
+            token = await self._db.run(lambda conn: self._acquire_sync(conn, session_id))
             self._leases.record(session_id, token, 1)
 
     async def release(self, session_id: str) -> None:
@@ -282,7 +184,7 @@ class PostgresSessionStore:
             return
         params = {**self._lease_params(session_id), "token": token}
         try:
-            await self._run(lambda conn: conn.execute(sql.RELEASE, params, prepare=True))
+            await self._db.run(lambda conn: conn.execute(sql.RELEASE, params, prepare=True))
         except Exception as exc:  # it expires by itself
             log.warning("giving back the lease of session %s failed: %s", session_id, exc)
 
@@ -295,7 +197,7 @@ class PostgresSessionStore:
         its own, committed) if none is held."""
         token = self._leases.token(session_id)
         if token is None:
-            taken = await self._run(lambda conn: self._acquire_sync(conn, session_id))
+            taken = await self._db.run(lambda conn: self._acquire_sync(conn, session_id))
             token = self._leases.record(session_id, taken, 0)
         return token
 
@@ -309,8 +211,7 @@ class PostgresSessionStore:
 
         Blocking (the renewal thread calls it; tests may too, from a worker thread).
         """
-        pool = self._pool
-        if pool is None or self._closed:
+        if self._db.closed or not self._db.opened:
             return
         before = self._leases.generation()  # leases taken later may be missing below
         params = self._lease_params("")
@@ -318,9 +219,7 @@ class PostgresSessionStore:
         def renew(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.RENEW_ALL, params, prepare=True).fetchall()
 
-        rows = run_bounded(
-            pool, renew, connect=self._connect, store=NAME, timeout=self.call_timeout
-        )
+        rows = self._db.run_sync(renew)
         kept = {unescape(sid): int(token) for sid, token in rows}
         for session_id in self._leases.lose_missing(kept, before):
             log.warning("lost the lease of session %s to another host", session_id)
@@ -336,7 +235,7 @@ class PostgresSessionStore:
             "created_at": stored.created_at,
             "updated_at": stored.updated_at,
         }
-        row = await self._one(sql.CREATE, params)
+        row = await self._db.one(sql.CREATE, params)
         if row is None:
             raise session_exists(record.session_id)
         self._leases.record(record.session_id, int(row[0]), 1)
@@ -344,16 +243,16 @@ class PostgresSessionStore:
 
     async def get(self, owner: str, session_id: str) -> SessionRecord | None:
         params = {"session_id": escape(session_id), "owner": escape(owner)}
-        row = await self._one(sql.GET, params, reads_only=True)
+        row = await self._db.one(sql.GET, params, reads_only=True)
         return None if row is None else to_record(row)
 
     async def update(self, record: SessionRecord) -> SessionRecord:
         params = {**fields(record), "holder": self.holder, "now": self._timestamps.now()}
 
-        if await self._one(sql.GET, params, reads_only=True) is None:
+        if await self._db.one(sql.GET, params, reads_only=True) is None:
             raise session_not_found(record.session_id)
         params["token"] = await self._token(record.session_id)
-        row = await self._one(sql.UPDATE, params)
+        row = await self._db.one(sql.UPDATE, params)
         if row is None:
             raise self._leases.lose(record.session_id)
         return to_record(row)
@@ -374,7 +273,7 @@ class PostgresSessionStore:
         def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.LIST, params, prepare=True).fetchall()
 
-        rows = await self._run(run, reads_only=True)
+        rows = await self._db.run(run, reads_only=True)
         page = [to_record(row) for row in rows[:limit]]
         return page, encode_cursor(page[-1]) if len(rows) > limit else None
 
@@ -389,7 +288,7 @@ class PostgresSessionStore:
             state = conn.execute(sql.LEASE_STATE, params, prepare=True).fetchone()
             raise SessionLeased.elsewhere(session_id, float(state[0]) if state else 0.0)
 
-        deleted = await self._run(run)
+        deleted = await self._db.run(run)
         if deleted:
             self._leases.forget(session_id)
         return deleted
@@ -411,12 +310,12 @@ class PostgresSessionStore:
         }
 
         await anyio.lowlevel.checkpoint()  # cancelled before it starts: nothing written
-        if self._closed:
+        if self._db.closed:
             raise anyio.ClosedResourceError
         params["token"] = await self._token(session_id)
         status = await self._commits.write(params)
         if status == sql.WRITE_LOCKED:  # its row is held elsewhere: alone, waiting for it
-            row = await self._one(sql.WRITE_TURN, params)
+            row = await self._db.one(sql.WRITE_TURN, params)
             status = int(row[0]) if row else sql.WRITE_NO_SESSION
         if isinstance(status, str):  # the database rejected this write (and only it)
             log.error("session store %s: a turn write of session %s: %s", NAME, session_id, status)
@@ -437,7 +336,7 @@ class PostgresSessionStore:
     async def _commit_turns(self, batch: Sequence[dict[str, Any]]) -> builtins.list[Outcome]:
         """The turn writes of one group commit (see ``acp_agent.store.group_commit``), in one
         transaction (see ``acp_agent.store.pg_batch``): their outcomes, in order."""
-        return await self._run(lambda conn: write_batch(conn, batch))
+        return await self._db.run(lambda conn: write_batch(conn, batch))
 
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
         params = {"session_id": escape(session_id), "owner": escape(owner)}
@@ -445,7 +344,7 @@ class PostgresSessionStore:
         def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.HISTORY, params, prepare=True).fetchall()
 
-        rows = await self._run(run, reads_only=True)
+        rows = await self._db.run(run, reads_only=True)
         if not rows:
             raise session_not_found(session_id)
         turns: builtins.list[TurnRecord] = []
@@ -474,12 +373,12 @@ class PostgresSessionStore:
         }
 
         params["token"] = await self._token(session_id)
-        if await self._one(sql.HOLD_PROMPT, params) is None:
+        if await self._db.one(sql.HOLD_PROMPT, params) is None:
             raise self._leases.lose(session_id)
 
     async def drop_prompt(self, session_id: str, turn_id: str) -> None:
         params = {"session_id": escape(session_id), "turn_id": escape(turn_id)}
-        await self._run(lambda conn: conn.execute(sql.DROP_PROMPT, params, prepare=True))
+        await self._db.run(lambda conn: conn.execute(sql.DROP_PROMPT, params, prepare=True))
 
     async def held_prompts(self, session_id: str) -> builtins.list[tuple[str, JsonText]]:
         params = self._lease_params(session_id)
@@ -487,35 +386,28 @@ class PostgresSessionStore:
         def run(conn: psycopg.Connection[Row]) -> builtins.list[Row]:
             return conn.execute(sql.HELD_PROMPTS, params, prepare=True).fetchall()
 
-        held = await self._run(run, reads_only=True)
+        held = await self._db.run(run, reads_only=True)
         return [(unescape(turn_id), unescape(text)) for turn_id, text in held]
 
     async def aclose(self) -> None:
         """Release every lease this host holds, stop the renewal and close the pool."""
-        if self._closed:
+        if self._db.closed:
             return
-        self._closed = True
+        self._db.closed = True
         self._stop.set()
-        pool, self._pool = self._pool, None
-        if pool is None:
+        if not self._db.opened:
             return
         params = self._lease_params("")
 
         def close() -> None:
             try:
-                run_bounded(
-                    pool,
-                    lambda conn: conn.execute(sql.RELEASE_ALL, params),
-                    connect=self._connect,
-                    store=NAME,
-                    timeout=self.call_timeout,
-                )
+                self._db.run_sync(lambda conn: conn.execute(sql.RELEASE_ALL, params))
             except StoreFailed:  # logged where it failed; the leases expire by themselves
                 pass
             finally:
                 if self._renewer is not None:
                     self._renewer.join()
-                pool.close()
+                self._db.close_sync()
 
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(close)
