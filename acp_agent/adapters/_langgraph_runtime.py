@@ -72,13 +72,13 @@ class _Latest:
         checkpoint: Typed,
         metadata: Typed,
         parent_id: str | None,
-        values: dict[str, tuple[str, Typed]],
+        values: dict[str, Typed],
     ) -> None:
         self.checkpoint_id = checkpoint_id
         self.checkpoint = checkpoint
         self.metadata = metadata
         self.parent_id = parent_id
-        #: channel -> (its version, its value); a channel with no value has none
+        #: channel -> its value (the checkpoint's ``channel_values``, each serialized)
         self.values = values
         #: (task id, index) -> (task id, channel, value, task path)
         self.writes: dict[tuple[str, int], tuple[str, str, Typed, str]] = {}
@@ -89,10 +89,7 @@ class _Latest:
             "checkpoint": _pack(self.checkpoint),
             "metadata": _pack(self.metadata),
             "parent": self.parent_id,
-            "values": [
-                [channel, version, _pack(value)]
-                for channel, (version, value) in self.values.items()
-            ],
+            "values": [[channel, _pack(value)] for channel, value in self.values.items()],
             "writes": [
                 [task, idx, channel, _pack(value), path]
                 for (task, idx), (_, channel, value, path) in self.writes.items()
@@ -104,10 +101,7 @@ class _Latest:
         """The namespace from its export; one saved before channel values were kept apart
         (``checkpoint`` holding them, no ``values``) has them split off here."""
         checkpoint = _unpack(data["checkpoint"])
-        values = {
-            str(channel): (str(version), _unpack(value))
-            for channel, version, value in data.get("values", ())
-        }
+        values = {str(channel): _unpack(value) for channel, value in data.get("values", ())}
         if "values" not in data:
             checkpoint, values = _split(serde, serde.loads_typed(checkpoint))
         latest = cls(
@@ -122,20 +116,18 @@ def _split(
     serde: SerializerProtocol,
     checkpoint: Checkpoint,
     new_versions: ChannelVersions | None = None,
-    previous: Mapping[str, tuple[str, Typed]] | None = None,
-) -> tuple[Typed, dict[str, tuple[str, Typed]]]:
-    """``checkpoint`` serialized without its channel values, and each channel's value
-    beside it: serialized if ``new_versions`` lists the channel (every channel when it is
-    None), else taken from ``previous``."""
-    channel_values = checkpoint["channel_values"]
-    versions = checkpoint["channel_versions"]
-    values: dict[str, tuple[str, Typed]] = {}
-    for channel, version in versions.items():
-        if new_versions is None or channel in new_versions:
-            if channel in channel_values:
-                values[channel] = (str(version), serde.dumps_typed(channel_values[channel]))
-        elif previous is not None and channel in previous:
-            values[channel] = previous[channel]
+    previous: Mapping[str, Typed] | None = None,
+) -> tuple[Typed, dict[str, Typed]]:
+    """``checkpoint`` serialized without its channel values, and each of its channel
+    values serialized beside it: taken from ``previous`` where the channel's version did
+    not change (``new_versions`` does not list it), else serialized (all without
+    ``new_versions``)."""
+    values: dict[str, Typed] = {}
+    for channel, value in checkpoint["channel_values"].items():
+        kept = None
+        if new_versions is not None and previous is not None and channel not in new_versions:
+            kept = previous.get(channel)
+        values[channel] = kept if kept is not None else serde.dumps_typed(value)
     bare = serde.dumps_typed({**checkpoint, "channel_values": {}})
     return bare, values
 
@@ -179,9 +171,7 @@ class SessionCheckpointer(BaseCheckpointSaver[str]):
         writes = sorted(latest.writes.items(), key=lambda item: (item[1][3], item[0]))
         checkpoint: Checkpoint = self.serde.loads_typed(latest.checkpoint)
         checkpoint["channel_values"] = {
-            channel: self.serde.loads_typed(value)
-            for channel, (version, value) in latest.values.items()
-            if checkpoint["channel_versions"].get(channel) == version
+            channel: self.serde.loads_typed(value) for channel, value in latest.values.items()
         }
         return CheckpointTuple(
             config=config(latest.checkpoint_id),
