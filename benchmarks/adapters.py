@@ -79,6 +79,8 @@ ROWS = [
     ("trivial_turn", "trivial turn: whole turn, ms", 1000.0),
     ("tools_chunk", "two-tool turn: first chunk, ms", 1000.0),
     ("tools_turn", "two-tool turn: whole turn, ms", 1000.0),
+    ("tools_new_chunk", "two-tool turn, new session (same model input): first chunk, ms", 1000.0),
+    ("tools_new_turn", "two-tool turn, new session (same model input): whole turn, ms", 1000.0),
     ("idle_session", "RSS per idle session, KB", 1.0),
     ("exit", "stdin's EOF → process exit (after its turns), ms", 1000.0),
 ]
@@ -136,6 +138,11 @@ async def one_round(figures: Figures, settings: Settings, cwd: str) -> None:
             await run_turn(agent, session_id, TWO_TOOLS, TIMEOUT)
             for _ in range(settings.turns):
                 timed(figures, "tools", await run_turn(agent, session_id, TWO_TOOLS, TIMEOUT))
+            # the first turn of each new session: every agent sends the model the same input
+            # (above, an agent that keeps memory sends it the session's earlier turns too)
+            for _ in range(settings.turns):
+                fresh = await new_session(agent, cwd)
+                timed(figures, "tools_new", await run_turn(agent, fresh, TWO_TOOLS, TIMEOUT))
         before = rss_kb(agent)
         for _ in range(settings.sessions):
             await new_session(agent, cwd)

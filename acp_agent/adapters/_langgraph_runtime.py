@@ -13,13 +13,15 @@ first served, so that importing the adapter does not import LangGraph.
 
 One thread is one ACP session. Only the latest checkpoint of each namespace is kept
 (no time travel): a graph whose state uses LangGraph's beta ``DeltaChannel`` is not
-supported.
+supported. A checkpoint is kept without its channel values; each channel's latest value is
+kept beside it, serialized when its version changes (``new_versions``), so that a step
+that leaves the conversation alone does not serialize it again.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any
 
 from langchain_core.callbacks import AsyncCallbackHandler
@@ -36,6 +38,7 @@ from langgraph.checkpoint.base import (
     get_checkpoint_id,
     get_checkpoint_metadata,
 )
+from langgraph.checkpoint.serde.base import SerializerProtocol
 
 JSON = dict[str, Any]
 Typed = tuple[str, bytes]
@@ -58,17 +61,25 @@ def _unpack(packed: Any) -> Typed:
 
 
 class _Latest:
-    """One namespace of one thread: its latest checkpoint and that checkpoint's writes."""
+    """One namespace of one thread: its latest checkpoint (without its channel values),
+    each channel's latest value and that checkpoint's writes."""
 
-    __slots__ = ("checkpoint", "checkpoint_id", "metadata", "parent_id", "writes")
+    __slots__ = ("checkpoint", "checkpoint_id", "metadata", "parent_id", "values", "writes")
 
     def __init__(
-        self, checkpoint_id: str, checkpoint: Typed, metadata: Typed, parent_id: str | None
+        self,
+        checkpoint_id: str,
+        checkpoint: Typed,
+        metadata: Typed,
+        parent_id: str | None,
+        values: dict[str, Typed],
     ) -> None:
         self.checkpoint_id = checkpoint_id
         self.checkpoint = checkpoint
         self.metadata = metadata
         self.parent_id = parent_id
+        #: channel -> its value (the checkpoint's ``channel_values``, each serialized)
+        self.values = values
         #: (task id, index) -> (task id, channel, value, task path)
         self.writes: dict[tuple[str, int], tuple[str, str, Typed, str]] = {}
 
@@ -78,6 +89,7 @@ class _Latest:
             "checkpoint": _pack(self.checkpoint),
             "metadata": _pack(self.metadata),
             "parent": self.parent_id,
+            "values": [[channel, _pack(value)] for channel, value in self.values.items()],
             "writes": [
                 [task, idx, channel, _pack(value), path]
                 for (task, idx), (_, channel, value, path) in self.writes.items()
@@ -85,16 +97,39 @@ class _Latest:
         }
 
     @classmethod
-    def restore(cls, data: JSON) -> _Latest:
+    def restore(cls, data: JSON, serde: SerializerProtocol) -> _Latest:
+        """The namespace from its export; one saved before channel values were kept apart
+        (``checkpoint`` holding them, no ``values``) has them split off here."""
+        checkpoint = _unpack(data["checkpoint"])
+        values = {str(channel): _unpack(value) for channel, value in data.get("values", ())}
+        if "values" not in data:
+            checkpoint, values = _split(serde, serde.loads_typed(checkpoint))
         latest = cls(
-            str(data["id"]),
-            _unpack(data["checkpoint"]),
-            _unpack(data["metadata"]),
-            data.get("parent"),
+            str(data["id"]), checkpoint, _unpack(data["metadata"]), data.get("parent"), values
         )
         for task, idx, channel, value, path in data.get("writes", ()):
             latest.writes[(str(task), int(idx))] = (str(task), str(channel), _unpack(value), path)
         return latest
+
+
+def _split(
+    serde: SerializerProtocol,
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions | None = None,
+    previous: Mapping[str, Typed] | None = None,
+) -> tuple[Typed, dict[str, Typed]]:
+    """``checkpoint`` serialized without its channel values, and each of its channel
+    values serialized beside it: taken from ``previous`` where the channel's version did
+    not change (``new_versions`` does not list it), else serialized (all without
+    ``new_versions``)."""
+    values: dict[str, Typed] = {}
+    for channel, value in checkpoint["channel_values"].items():
+        kept = None
+        if new_versions is not None and previous is not None and channel not in new_versions:
+            kept = previous.get(channel)
+        values[channel] = kept if kept is not None else serde.dumps_typed(value)
+    bare = serde.dumps_typed({**checkpoint, "channel_values": {}})
+    return bare, values
 
 
 class SessionCheckpointer(BaseCheckpointSaver[str]):
@@ -115,7 +150,7 @@ class SessionCheckpointer(BaseCheckpointSaver[str]):
 
     def restore_thread(self, thread_id: str, data: JSON | None) -> None:
         self._threads[thread_id] = {
-            str(ns): _Latest.restore(value) for ns, value in (data or {}).items()
+            str(ns): _Latest.restore(value, self.serde) for ns, value in (data or {}).items()
         }
 
     def forget_thread(self, thread_id: str) -> None:
@@ -134,9 +169,13 @@ class SessionCheckpointer(BaseCheckpointSaver[str]):
             }
 
         writes = sorted(latest.writes.items(), key=lambda item: (item[1][3], item[0]))
+        checkpoint: Checkpoint = self.serde.loads_typed(latest.checkpoint)
+        checkpoint["channel_values"] = {
+            channel: self.serde.loads_typed(value) for channel, value in latest.values.items()
+        }
         return CheckpointTuple(
             config=config(latest.checkpoint_id),
-            checkpoint=self.serde.loads_typed(latest.checkpoint),
+            checkpoint=checkpoint,
             metadata=self.serde.loads_typed(latest.metadata),
             parent_config=config(latest.parent_id) if latest.parent_id else None,
             pending_writes=[
@@ -188,11 +227,17 @@ class SessionCheckpointer(BaseCheckpointSaver[str]):
         configurable = config["configurable"]
         thread_id = str(configurable["thread_id"])
         ns = str(configurable.get("checkpoint_ns", ""))
-        self._threads.setdefault(thread_id, {})[ns] = _Latest(
+        thread = self._threads.setdefault(thread_id, {})
+        previous = thread.get(ns)
+        bare, values = _split(
+            self.serde, checkpoint, new_versions, previous.values if previous else None
+        )
+        thread[ns] = _Latest(
             checkpoint["id"],
-            self.serde.dumps_typed(checkpoint),
+            bare,
             self.serde.dumps_typed(get_checkpoint_metadata(config, metadata)),
             configurable.get("checkpoint_id"),
+            values,
         )
         return {
             "configurable": {

@@ -194,11 +194,9 @@ class _GraphRun:
         request: Any = await self.first_input()
         while True:
             try:
-                await self.stream(request)
+                interrupts = await self.stream(request)
             except GraphRecursionError:
                 return "max_turn_requests"
-            state = await self.graph.aget_state(self.config)
-            interrupts = list(getattr(state, "interrupts", ()) or ())
             if not interrupts:
                 return "end_turn"
             answers: JSON = {}
@@ -219,7 +217,12 @@ class _GraphRun:
         repairs = [cancelled_result(call) for call in unanswered(messages or [])]
         return {"messages": [*repairs, user_message(prompt_text(self.adapter.turn.blocks))]}
 
-    async def stream(self, request: Any) -> None:
+    async def stream(self, request: Any) -> list[Any]:
+        """Run the graph on ``request``; the interrupts it stopped at (none: it ended).
+
+        They are the root namespace's ``__interrupt__`` updates (a subgraph's reach it
+        too), so no state is read back after the run."""
+        interrupts: dict[str, Any] = {}
         parts = self.graph.astream(
             request,
             self.config,
@@ -234,9 +237,13 @@ class _GraphRun:
                 if kind == "messages":
                     await self.on_message(data[0])
                 elif kind == "updates":
+                    if not part["ns"]:
+                        for interrupt in data.get(INTERRUPT_KEY) or ():
+                            interrupts.setdefault(str(interrupt.id), interrupt)
                     await self.on_updates(data)
                 elif kind == "tasks":
                     self.on_task(data)
+        return list(interrupts.values())
 
     # -- stream parts -------------------------------------------------------------------
 
