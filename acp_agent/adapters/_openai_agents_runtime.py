@@ -6,8 +6,8 @@ starts running (after any approval), by the model's tool call id,
 :func:`ping`: an ACP session's MCP server as the SDK's own ``MCPServerStdio``,
 ``MCPServerStreamableHttp`` or ``MCPServerSse``, connected while the context is open
 (holding it for the session is :mod:`acp_agent.adapters.mcp_servers`'s job). Only
-:mod:`acp_agent.adapters.openai_agents` imports this module, when an agent is first
-served, so that importing the adapter does not import the SDK.
+:mod:`acp_agent.adapters.openai_agents` imports this module, when an agent is adapted
+(not in its first turn), so that importing the adapter does not import the SDK.
 """
 
 from __future__ import annotations

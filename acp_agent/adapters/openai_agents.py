@@ -26,7 +26,7 @@ Owns :class:`OpenAIAgentsAgent`, :class:`StoredSession` and the translation of o
   held open for the session by :class:`~acp_agent.adapters.mcp_servers.SessionServers`
   and added to the agent's ``mcp_servers`` for each run (a clone of the agent).
 
-The SDK runs on asyncio only. Nothing of it is imported until an agent is first served.
+The SDK runs on asyncio only. Nothing of it is imported until an agent is adapted.
 """
 
 from __future__ import annotations
@@ -191,6 +191,8 @@ class OpenAIAgentsAgent(ServersAgent):
             self.name = name  # type: ignore[misc]
         #: the MCP servers of the sessions, held open
         self.mcp: SessionServers[Any] = SessionServers(_open_server, _ping)
+        # the SDK is imported (its agent exists): the adapter's side of it now, not in a turn
+        from . import _openai_agents_runtime  # noqa: F401
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands

@@ -98,6 +98,10 @@ class PydanticAIAgent(ServersAgent):
     is the default); ``context_window``: the model's window in tokens, to send
     ``usage_update`` (unknown: none is sent); ``deps``: the run's dependencies;
     ``commands``: slash commands to advertise (their text goes to the model as typed).
+
+    Constructing it builds pydantic-ai's message-history schema, which every turn reads
+    and saves the history with (pydantic-ai defers it to first use): under ``--agent``
+    that is in the import thread, not in the first turn.
     """
 
     name = "pydantic-ai"
@@ -125,6 +129,9 @@ class PydanticAIAgent(ServersAgent):
         self.models: dict[str, Model | str] = {_model_name(m): m for m in choices}
         #: the MCP servers of the sessions, as toolsets held open
         self.mcp: SessionServers[AbstractToolset[Any]] = SessionServers(open_toolset, ping)
+        from pydantic_ai import ModelMessagesTypeAdapter
+
+        ModelMessagesTypeAdapter.rebuild()  # once per process; a no-op once built
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self._commands
