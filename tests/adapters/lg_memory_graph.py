@@ -46,14 +46,21 @@ def tally(state: State) -> State:
     return {"answers": state.get("answers", 0) + 1}
 
 
+def in_line(state: type[Any], *nodes: Callable[[Any], Any]) -> Any:
+    """A graph of ``state`` running ``nodes`` one after the other, once each (compiled
+    without a checkpointer)."""
+    builder = StateGraph(state)
+    previous = START
+    for node in nodes:
+        builder.add_node(node.__name__, node)
+        builder.add_edge(previous, node.__name__)
+        previous = node.__name__
+    builder.add_edge(previous, END)
+    return builder.compile()
+
+
 def graph(saver: SessionCheckpointer) -> Any:
-    builder = StateGraph(State)
-    builder.add_node("reply", reply)
-    builder.add_node("tally", tally)
-    builder.add_edge(START, "reply")
-    builder.add_edge("reply", "tally")
-    builder.add_edge("tally", END)
-    return builder.compile(checkpointer=saver)
+    return in_line(State, reply, tally).copy(update={"checkpointer": saver})
 
 
 def turn(saved: list[Any], run: Callable[[Any], object]) -> SessionCheckpointer:

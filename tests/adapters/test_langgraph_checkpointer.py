@@ -15,9 +15,10 @@ pytest.importorskip("langgraph")
 
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph import END, START, StateGraph
 
 from acp_agent.adapters._langgraph_runtime import SessionCheckpointer
+
+from .lg_memory_graph import in_line
 
 CONFIG: Any = {"configurable": {"thread_id": "t"}}
 
@@ -36,13 +37,7 @@ def graph() -> Any:
     def count(state: State) -> State:
         return {"steps": state.get("steps", 0) + 1}
 
-    builder = StateGraph(State)
-    builder.add_node("say", say)
-    builder.add_node("count", count)
-    builder.add_edge(START, "say")
-    builder.add_edge("say", "count")
-    builder.add_edge("count", END)
-    return builder.compile()
+    return in_line(State, say, count)
 
 
 def on(saver: SessionCheckpointer) -> Any:
