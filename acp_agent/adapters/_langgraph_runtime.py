@@ -15,7 +15,9 @@ One thread is one ACP session. Only the latest checkpoint of each namespace is k
 (no time travel): a graph whose state uses LangGraph's beta ``DeltaChannel`` is not
 supported. A checkpoint is kept without its channel values; each channel's latest value is
 kept beside it, serialized when its version changes (``new_versions``), so that a step
-that leaves the conversation alone does not serialize it again.
+that leaves the conversation alone does not serialize it again. A list value is serialized
+entry by entry, so that what a turn appended to it can be told apart and saved alone
+(:mod:`acp_agent.adapters._langgraph_memory`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 JSON = dict[str, Any]
 Typed = tuple[str, bytes]
+#: a channel value as kept: serialized whole, or a list serialized entry by entry
+Stored = Typed | list[Typed]
 
 __all__ = [
     "SessionCheckpointer",
@@ -60,6 +64,31 @@ def _unpack(packed: Any) -> Typed:
     return str(packed[0]), base64.b64decode(packed[1])
 
 
+def _pack_value(stored: Stored) -> Any:
+    """A kept value as JSON: ``[type, base64]``, or ``{"entries": [[type, base64], ...]}``."""
+    if isinstance(stored, list):
+        return {"entries": [_pack(entry) for entry in stored]}
+    return _pack(stored)
+
+
+def _unpack_value(packed: Any) -> Stored:
+    if isinstance(packed, Mapping):
+        return [_unpack(entry) for entry in packed["entries"]]
+    return _unpack(packed)
+
+
+def _dump(serde: SerializerProtocol, value: Any) -> Stored:
+    if type(value) is list:
+        return [serde.dumps_typed(entry) for entry in value]
+    return serde.dumps_typed(value)
+
+
+def _load(serde: SerializerProtocol, stored: Stored) -> Any:
+    if isinstance(stored, list):
+        return [serde.loads_typed(entry) for entry in stored]
+    return serde.loads_typed(stored)
+
+
 class _Latest:
     """One namespace of one thread: its latest checkpoint (without its channel values),
     each channel's latest value and that checkpoint's writes."""
@@ -72,7 +101,7 @@ class _Latest:
         checkpoint: Typed,
         metadata: Typed,
         parent_id: str | None,
-        values: dict[str, Typed],
+        values: dict[str, Stored],
     ) -> None:
         self.checkpoint_id = checkpoint_id
         self.checkpoint = checkpoint
@@ -89,7 +118,7 @@ class _Latest:
             "checkpoint": _pack(self.checkpoint),
             "metadata": _pack(self.metadata),
             "parent": self.parent_id,
-            "values": [[channel, _pack(value)] for channel, value in self.values.items()],
+            "values": [[channel, _pack_value(value)] for channel, value in self.values.items()],
             "writes": [
                 [task, idx, channel, _pack(value), path]
                 for (task, idx), (_, channel, value, path) in self.writes.items()
@@ -101,7 +130,7 @@ class _Latest:
         """The namespace from its export; one saved before channel values were kept apart
         (``checkpoint`` holding them, no ``values``) has them split off here."""
         checkpoint = _unpack(data["checkpoint"])
-        values = {str(channel): _unpack(value) for channel, value in data.get("values", ())}
+        values = {str(ch): _unpack_value(value) for ch, value in data.get("values", ())}
         if "values" not in data:
             checkpoint, values = _split(serde, serde.loads_typed(checkpoint))
         latest = cls(
@@ -116,18 +145,18 @@ def _split(
     serde: SerializerProtocol,
     checkpoint: Checkpoint,
     new_versions: ChannelVersions | None = None,
-    previous: Mapping[str, Typed] | None = None,
-) -> tuple[Typed, dict[str, Typed]]:
+    previous: Mapping[str, Stored] | None = None,
+) -> tuple[Typed, dict[str, Stored]]:
     """``checkpoint`` serialized without its channel values, and each of its channel
     values serialized beside it: taken from ``previous`` where the channel's version did
     not change (``new_versions`` does not list it), else serialized (all without
     ``new_versions``)."""
-    values: dict[str, Typed] = {}
+    values: dict[str, Stored] = {}
     for channel, value in checkpoint["channel_values"].items():
         kept = None
         if new_versions is not None and previous is not None and channel not in new_versions:
             kept = previous.get(channel)
-        values[channel] = kept if kept is not None else serde.dumps_typed(value)
+        values[channel] = kept if kept is not None else _dump(serde, value)
     bare = serde.dumps_typed({**checkpoint, "channel_values": {}})
     return bare, values
 
@@ -171,7 +200,7 @@ class SessionCheckpointer(BaseCheckpointSaver[str]):
         writes = sorted(latest.writes.items(), key=lambda item: (item[1][3], item[0]))
         checkpoint: Checkpoint = self.serde.loads_typed(latest.checkpoint)
         checkpoint["channel_values"] = {
-            channel: self.serde.loads_typed(value) for channel, value in latest.values.items()
+            channel: _load(self.serde, value) for channel, value in latest.values.items()
         }
         return CheckpointTuple(
             config=config(latest.checkpoint_id),

@@ -17,9 +17,10 @@ Owns :class:`LangGraphAgent` and the translation of one graph run into ACP updat
   ends the turn ``cancelled``;
 * memory: the graph runs on a checkpointer of this module's own
   (:class:`~acp_agent.adapters._langgraph_runtime.SessionCheckpointer`) whatever it was
-  compiled with, one thread per ACP session, restored from the session's saved turns when
-  a turn starts (in this process or after ``session/load`` in another), saved with the
-  turn's end and dropped from memory after it; a tool call a cancelled turn left
+  compiled with, one thread per ACP session, folded from the session's saved turns when
+  a turn starts (in this process or after ``session/load`` in another), what the turn
+  changed in it saved with the turn's end (:mod:`~acp_agent.adapters._langgraph_memory`)
+  and the thread dropped from memory after it; a tool call a cancelled turn left
   without a result gets one before the next prompt, so the model's history stays valid.
 
 LangGraph runs on asyncio only. Nothing of LangGraph or LangChain is imported until a
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..agent import Agent, Command, ConfigOption, PromptTurn, StopReason
 from ..errors import InternalError
 from ..session import Session
+from ._langgraph_memory import changes, fold
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
 from .turns import (
     PATH_KEY,
@@ -143,13 +145,16 @@ class LangGraphAgent(Agent):
         require_asyncio("LangGraph")
         graph, saver = self._ready()
         thread = turn.session.session_id
-        # the session's saved turns are the thread: restored for the turn, dropped after it
-        memory, _ = saved(turn.session)
-        saver.restore_thread(thread, memory[-1] if memory else None)
+        # the session's saved turns fold into the thread: restored for the turn, what the
+        # turn changed in it saved with its end, and the thread dropped after it
+        base = fold(saved(turn.session)[0])
+        saver.restore_thread(thread, base)
         adapter = AdapterTurn(turn)
         run = _GraphRun(self, adapter, graph)
         try:
-            return await serve_turn(adapter, run.run, lambda: saver.export_thread(thread))
+            return await serve_turn(
+                adapter, run.run, lambda: changes(base, saver.export_thread(thread))
+            )
         finally:
             saver.forget_thread(thread)
 
