@@ -84,7 +84,11 @@ def postgres_url(postgres_server_url: str) -> str:
 @pytest.fixture(scope="session")
 def ts_sdk_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``tests/ts`` installed with ``npm ci`` (tests/helpers/ts_sdk.py): skips without node
-    and npm, except in CI (``CI=true``), where that fails."""
+    and npm, except in CI (``CI=true``), where that fails. Under xdist, into the run's
+    directory (the parent of each worker's own), so that the workers share one install."""
     from tests.helpers import ts_sdk
 
-    return ts_sdk.install(tmp_path_factory.getbasetemp())
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    return ts_sdk.install(base)

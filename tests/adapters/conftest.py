@@ -14,7 +14,7 @@ import pytest
 from acp_agent.llm.fake_server import FakeModelServer
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # module-wide: a module may share one agent process
 def anyio_backend() -> Any:
     return "asyncio"
 

@@ -1,11 +1,15 @@
 """Serving a framework agent in a real ``acp-agent-kit --agent`` subprocess on the fake
-endpoint, and reading what its turns sent: shared by the adapters' end-to-end tests."""
+endpoint, and reading what its turns sent: shared by the adapters' end-to-end tests.
+
+A module may serve one process to several tests (:class:`Shared`, :func:`quiet`): each test
+opens its own sessions, and starts and ends with nothing unread on the pipe."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ from tests.helpers.wire_client import (
     ProcessClient,
     Turn,
     is_response,
+    refuse,
     spawn,
 )
 
@@ -48,6 +53,31 @@ async def loaded(client: ProcessClient) -> None:
     request_id = await client.request("session/list", {})
     answer, _ = await client.expect(lambda m: is_response(m, request_id), timeout=SLOW)
     assert "result" in answer, answer
+
+
+@dataclass
+class Shared:
+    """An agent process served to several tests of a module, on its own fake endpoint."""
+
+    spec: str
+    client: ProcessClient
+    fake: FakeModelServer
+
+
+@asynccontextmanager
+async def one_test(shared: Shared) -> AsyncIterator[Shared]:
+    """``shared`` for one test: nothing unread before or after it, and agent requests
+    refused unless the test says how to answer them."""
+    await quiet(shared.client)
+    shared.client.on_request = refuse
+    yield shared
+    await quiet(shared.client)
+
+
+async def quiet(client: ProcessClient) -> None:
+    """Nothing of an earlier turn is left unread: a round trip with no frame before it."""
+    _, before = await client.call("session/list", {})
+    assert before == [], before
 
 
 async def new_session(client: ProcessClient, cwd: Path) -> str:

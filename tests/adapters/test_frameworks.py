@@ -7,12 +7,17 @@ Each test runs for both adapters, on the agents of ``lg_agent.py`` (a LangChain
 middleware) and ``oa_agent.py`` (an Agents SDK agent on Chat Completions, approval by
 ``needs_approval``), each with one plain tool (``read_file``) and one that needs approval
 (``run_command``).
+
+The tests of one turn's fidelity, approval, cancel and errors share one process per adapter
+(each in its own session); start-up, ``--unstable``, the model chooser and loading in a new
+process have their own.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +28,17 @@ pytest.importorskip("agents")
 from acp_agent.llm.fake_server import FakeModelServer
 from tests.helpers.wire_client import ROOT, child_env
 
-from .serving import SLOW, answering, calls, new_session, served, statuses, text
+from .serving import (
+    SLOW,
+    Shared,
+    answering,
+    calls,
+    new_session,
+    one_test,
+    served,
+    statuses,
+    text,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -38,15 +53,35 @@ def spec(request: pytest.FixtureRequest) -> str:
     return AGENTS[str(request.param)]
 
 
+@pytest.fixture(scope="module")
+async def shared_fake() -> AsyncIterator[FakeModelServer]:
+    async with FakeModelServer.running() as server:
+        yield server
+
+
+@pytest.fixture(scope="module", params=sorted(AGENTS))
+async def shared_process(
+    request: pytest.FixtureRequest, shared_fake: FakeModelServer
+) -> AsyncIterator[Shared]:
+    spec = AGENTS[str(request.param)]
+    async with served(spec, shared_fake) as client:
+        yield Shared(spec, client, shared_fake)
+
+
+@pytest.fixture
+async def agent(shared_process: Shared) -> AsyncIterator[Shared]:
+    """The adapter's process shared by this module's tests, for this test."""
+    async with one_test(shared_process) as shared:
+        yield shared
+
+
 # ----------------------------------------------------------------------------- fidelity
 
 
-async def test_text_streams_in_the_chunks_the_model_sent(
-    spec: str, fake: FakeModelServer, tmp_path: Path
-) -> None:
-    async with served(spec, fake) as client:
-        sid = await new_session(client, tmp_path)
-        turn = await client.prompt(sid, "fake:chunked", timeout=SLOW)
+async def test_text_streams_in_the_chunks_the_model_sent(agent: Shared, tmp_path: Path) -> None:
+    client = agent.client
+    sid = await new_session(client, tmp_path)
+    turn = await client.prompt(sid, "fake:chunked", timeout=SLOW)
     assert turn.stop_reason == "end_turn"
     chunks = turn.texts()
     assert "".join(chunks) == "Streaming in many small pieces: naïve café ✓ done."
@@ -55,11 +90,11 @@ async def test_text_streams_in_the_chunks_the_model_sent(
 
 
 async def test_a_plain_tool_goes_pending_running_completed_with_its_output(
-    spec: str, fake: FakeModelServer, tmp_path: Path
+    agent: Shared, tmp_path: Path
 ) -> None:
-    async with served(spec, fake) as client:
-        sid = await new_session(client, tmp_path)
-        turn = await client.prompt(sid, "fake:parallel", timeout=SLOW)
+    client = agent.client
+    sid = await new_session(client, tmp_path)
+    turn = await client.prompt(sid, "fake:parallel", timeout=SLOW)
     assert turn.stop_reason == "end_turn"
     assert turn.requests == []
     by_call = calls(turn)
@@ -91,12 +126,12 @@ async def test_usage_is_on_the_result_with_unstable(
 
 @pytest.mark.parametrize("option", ["allow_once", "reject_once"])
 async def test_approval_is_asked_on_the_streamed_call_before_it_runs(
-    spec: str, option: str, fake: FakeModelServer, tmp_path: Path
+    option: str, agent: Shared, tmp_path: Path
 ) -> None:
-    async with served(spec, fake) as client:
-        client.on_request = answering(option)
-        sid = await new_session(client, tmp_path)
-        turn = await client.prompt(sid, "fake:run echo hi", timeout=SLOW)
+    client = agent.client
+    client.on_request = answering(option)
+    sid = await new_session(client, tmp_path)
+    turn = await client.prompt(sid, "fake:run echo hi", timeout=SLOW)
     assert turn.stop_reason == "end_turn"
     [request] = turn.requests
     [(call_id, updates)] = calls(turn).items()
@@ -113,17 +148,17 @@ async def test_approval_is_asked_on_the_streamed_call_before_it_runs(
 
 
 async def test_a_dismissed_approval_cancels_the_turn_and_keeps_history_valid(
-    spec: str, fake: FakeModelServer, tmp_path: Path
+    agent: Shared, tmp_path: Path
 ) -> None:
-    async with served(spec, fake) as client:
-        client.on_request = answering(None)
-        sid = await new_session(client, tmp_path)
-        turn = await client.prompt(sid, "fake:run echo hi", timeout=SLOW)
-        assert turn.stop_reason == "cancelled"
-        [(_, updates)] = calls(turn).items()
-        assert statuses(updates) == ["pending", "failed"]
-        assert "ran echo hi" not in str(turn.updates)
-        after = await client.prompt(sid, "fake:echo", timeout=SLOW)
+    client, fake = agent.client, agent.fake
+    client.on_request = answering(None)
+    sid = await new_session(client, tmp_path)
+    turn = await client.prompt(sid, "fake:run echo hi", timeout=SLOW)
+    assert turn.stop_reason == "cancelled"
+    [(_, updates)] = calls(turn).items()
+    assert statuses(updates) == ["pending", "failed"]
+    assert "ran echo hi" not in str(turn.updates)
+    after = await client.prompt(sid, "fake:echo", timeout=SLOW)
     assert after.stop_reason == "end_turn"
     assert fake.script.id_errors == []
     # the model's call got a result before the next user message: no dangling call
@@ -135,21 +170,21 @@ async def test_a_dismissed_approval_cancels_the_turn_and_keeps_history_valid(
 
 
 async def test_cancel_ends_the_turn_cancelled_and_the_next_one_runs(
-    spec: str, fake: FakeModelServer, tmp_path: Path
+    agent: Shared, tmp_path: Path
 ) -> None:
-    async with served(spec, fake) as client:
-        sid = await new_session(client, tmp_path)
-        request_id = await client.start_prompt(sid, "fake:slow")
-        await client.expect(
-            lambda m: (
-                m.get("method") == "session/update"
-                and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
-            ),
-            timeout=SLOW,
-        )
-        cancelled = await client.cancel(sid, request_id)
-        assert cancelled.stop_reason == "cancelled"
-        after = await client.prompt(sid, "fake:cold", timeout=SLOW)
+    client = agent.client
+    sid = await new_session(client, tmp_path)
+    request_id = await client.start_prompt(sid, "fake:slow")
+    await client.expect(
+        lambda m: (
+            m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        ),
+        timeout=SLOW,
+    )
+    cancelled = await client.cancel(sid, request_id)
+    assert cancelled.stop_reason == "cancelled"
+    after = await client.prompt(sid, "fake:cold", timeout=SLOW)
     assert after.stop_reason == "end_turn"
     assert after.texts() == ["Hello from the fake model."]
 
@@ -203,28 +238,27 @@ def test_importing_the_adapters_imports_no_framework() -> None:
 
 
 async def test_a_model_error_is_one_error_and_stays_out_of_the_history(
-    spec: str, fake: FakeModelServer, tmp_path: Path
+    agent: Shared, tmp_path: Path
 ) -> None:
-    async with served(spec, fake) as client:
-        sid = await new_session(client, tmp_path)
-        failed = await client.prompt(sid, "fake:unauthorized", timeout=SLOW)
-        assert failed.error is not None
-        assert failed.error["code"] == -32603
-        assert failed.error["data"]["status"] == 401
-        assert "Incorrect API key provided" in failed.error["message"]
-        after = await client.prompt(sid, "fake:echo", timeout=SLOW)
+    client, fake = agent.client, agent.fake
+    sid = await new_session(client, tmp_path)
+    failed = await client.prompt(sid, "fake:unauthorized", timeout=SLOW)
+    assert failed.error is not None
+    assert failed.error["code"] == -32603
+    assert failed.error["data"]["status"] == 401
+    assert "Incorrect API key provided" in failed.error["message"]
+    after = await client.prompt(sid, "fake:echo", timeout=SLOW)
     assert after.stop_reason == "end_turn"
     sent = fake.requests[-1]["messages"]
     assert [m["role"] for m in sent if m["role"] != "system"][-1] == "user"
     assert not any(m["role"] in ("assistant", "tool") for m in sent)  # nothing of the failure
 
 
-async def test_a_call_of_a_tool_the_agent_lacks(
-    spec: str, fake: FakeModelServer, tmp_path: Path
-) -> None:
-    async with served(spec, fake) as client:
-        sid = await new_session(client, tmp_path)
-        turn = await client.prompt(sid, "fake:call no_such_tool", timeout=SLOW)
+async def test_a_call_of_a_tool_the_agent_lacks(agent: Shared, tmp_path: Path) -> None:
+    client = agent.client
+    spec = agent.spec
+    sid = await new_session(client, tmp_path)
+    turn = await client.prompt(sid, "fake:call no_such_tool", timeout=SLOW)
     if "lg_agent" in spec:  # LangGraph's tool node tells the model; the call fails
         assert turn.stop_reason == "end_turn"
         [(_, updates)] = calls(turn).items()

@@ -1,10 +1,12 @@
 """What only the LangGraph adapter does: every way a graph asks for approval (the
 human-in-the-loop middleware batched and per call, ``interrupt()`` inside a tool), plans
 from langchain's ``write_todos``, reasoning blocks as thoughts. End to end, as in
-``test_frameworks.py``, on the agents of ``lg_agent.py``."""
+``test_frameworks.py``, on the agents of ``lg_agent.py``; the approval tests share one
+process per way of asking (each in its own session)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,19 +16,27 @@ pytest.importorskip("langgraph")
 from acp_agent.llm.fake_server import FakeModelServer
 from tests.helpers.wire_client import is_response
 
-from .serving import SLOW, answering, calls, new_session, served, statuses, text
+from .serving import SLOW, Shared, answering, calls, new_session, one_test, served, statuses, text
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.mark.parametrize("approval", ["per_call", "interrupt"])
+@pytest.fixture(scope="module", params=["per_call", "interrupt"])
+async def asking(request: pytest.FixtureRequest) -> AsyncIterator[tuple[str, Shared]]:
+    """One way of asking for approval, and one process of the agent that asks so."""
+    approval, spec = str(request.param), "tests.adapters.lg_agent:agent"
+    env = {"ACP_TEST_APPROVAL": approval}
+    async with FakeModelServer.running() as fake, served(spec, fake, env=env) as client:
+        yield approval, Shared(spec, client, fake)
+
+
 @pytest.mark.parametrize("option", ["allow_once", "reject_once"])
 async def test_each_way_of_asking_becomes_a_permission_on_the_streamed_call(
-    approval: str, option: str, fake: FakeModelServer, tmp_path: Path
+    asking: tuple[str, Shared], option: str, tmp_path: Path
 ) -> None:
-    async with served(
-        "tests.adapters.lg_agent:agent", fake, env={"ACP_TEST_APPROVAL": approval}
-    ) as client:
+    approval, shared = asking
+    async with one_test(shared):
+        client = shared.client
         client.on_request = answering(option)
         sid = await new_session(client, tmp_path)
         turn = await client.prompt(sid, "fake:run echo hi", timeout=SLOW)

@@ -1,7 +1,10 @@
 """MCP servers given in ``session/new`` / ``session/load``, connected by the pydantic-ai
 and OpenAI Agents SDK adapters with their framework's own MCP client: a real
 ``acp-agent-kit --agent`` subprocess on the fake endpoint, a real stdio MCP server
-subprocess (``tests/llm/fixtures/mcp_calc.py``), the SQLite store on disk."""
+subprocess (``tests/llm/fixtures/mcp_calc.py``), the SQLite store on disk.
+
+The tests of one session's servers failing share one process per adapter (each in its own
+session); the tests of what reaches the store and of the connection's end have their own."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import os
 import select
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,7 @@ pytest.importorskip("agents")
 from acp_agent.llm.fake_server import FakeModelServer
 from tests.llm.harness import mcp_web_server
 
-from .serving import SLOW, calls, served, statuses, text
+from .serving import SLOW, Shared, calls, one_test, served, statuses, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(240)]
 
@@ -36,6 +40,14 @@ AGENTS = {
 @pytest.fixture(params=sorted(AGENTS))
 def agent(request: pytest.FixtureRequest) -> tuple[str, str]:
     return AGENTS[str(request.param)]
+
+
+@pytest.fixture(scope="module", params=sorted(AGENTS))
+async def shared_process(request: pytest.FixtureRequest) -> AsyncIterator[tuple[str, Shared]]:
+    """An adapter's process on the memory store, and the name it gives ``add``."""
+    spec, tool = AGENTS[str(request.param)]
+    async with FakeModelServer.running() as fake, served(spec, fake) as client:
+        yield tool, Shared(spec, client, fake)
 
 
 def calc(tmp_path: Path, token: str, **env: str) -> dict[str, Any]:
@@ -98,11 +110,12 @@ def holding(store: Path, secret: str) -> list[str]:
 
 
 async def test_a_server_that_cannot_start_fails_the_turn_naming_it(
-    agent: tuple[str, str], fake: FakeModelServer, tmp_path: Path
+    shared_process: tuple[str, Shared], tmp_path: Path
 ) -> None:
-    spec, _ = agent
+    _, shared = shared_process
     missing = {"name": "nowhere", "command": str(tmp_path / "no-such-server"), "args": []}
-    async with served(spec, fake) as client:
+    async with one_test(shared):
+        client = shared.client
         result, _ = await client.call(
             "session/new", {"cwd": str(tmp_path), "mcpServers": [missing]}
         )
@@ -126,10 +139,11 @@ def kill_and_wait(pid: int, timeout: float = 30.0) -> None:
 
 
 async def test_a_server_that_died_is_started_again_for_the_next_turn(
-    agent: tuple[str, str], fake: FakeModelServer, tmp_path: Path
+    shared_process: tuple[str, Shared], tmp_path: Path
 ) -> None:
-    spec, tool = agent
-    async with served(spec, fake) as client:
+    tool, shared = shared_process
+    async with one_test(shared):
+        client = shared.client
         result, _ = await client.call(
             "session/new", {"cwd": str(tmp_path), "mcpServers": [calc(tmp_path, "t")]}
         )

@@ -1,6 +1,9 @@
 """The pydantic-ai adapter end to end: the real pydantic-ai package in a real agent process
 (``--agent tests.adapters.example_pydantic:agent``) on the fake OpenAI-compatible endpoint,
-driven over pipes by the wire client."""
+driven over pipes by the wire client.
+
+The tests of approval, cancel, model errors and the editor tools share one process (each in
+its own session, on one store on disk); the others start their own."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import pytest
 from acp_agent.llm.fake_server import FakeModelServer
 from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, Turn, spawn
 
-from .serving import conversation_is_valid, loaded
+from .serving import Shared, conversation_is_valid, loaded, one_test
 
 pytest.importorskip("pydantic_ai")
 # a fresh agent process imports pydantic-ai and openai: seconds on a busy machine
@@ -29,6 +32,20 @@ AGENT = "tests.adapters.example_pydantic:agent"
 async def fake() -> AsyncIterator[FakeModelServer]:
     async with FakeModelServer.running() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+async def shared_process(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Shared]:
+    store = tmp_path_factory.mktemp("pydantic-ai") / "s.db"
+    async with FakeModelServer.running() as fake, agent(fake, store) as client:
+        yield Shared(AGENT, client, fake)
+
+
+@pytest.fixture
+async def shared(shared_process: Shared) -> AsyncIterator[Shared]:
+    """The agent process shared by this module's tests, for this test."""
+    async with one_test(shared_process) as one:
+        yield one
 
 
 @asynccontextmanager
@@ -119,54 +136,54 @@ async def test_streams_thoughts_text_and_a_plain_tool_call(
 
 @pytest.mark.parametrize("option", ["allow_once", "reject_once", None])
 async def test_an_approval_tool_asks_on_the_streamed_call(
-    fake: FakeModelServer, tmp_path: Path, option: str | None
+    shared: Shared, tmp_path: Path, option: str | None
 ) -> None:
-    async with agent(fake, tmp_path / "s.db") as client:
-        session = await new_session(client, tmp_path)
-        client.on_request = permission(option)
-        turn = await client.prompt(session, "fake:call delete_file path=notes.txt")
-        [(call_id, updates)] = calls(turn).items()
-        [asked] = turn.requests
-        assert asked["params"]["toolCall"]["toolCallId"] == call_id
-        assert updates[0]["kind"] == "delete"
-        assert updates[1]["locations"] == [{"path": str(tmp_path / "notes.txt")}]
-        if option == "allow_once":
-            assert turn.stop_reason == "end_turn"
-            assert statuses(updates) == ["pending", "in_progress", "completed"]
-            assert text_of(updates[-1]) == "deleted notes.txt"
-        elif option == "reject_once":
-            assert turn.stop_reason == "end_turn"
-            assert statuses(updates) == ["pending", "failed"]
-            assert "rejected" in text_of(updates[-1])
-            assert "rejected" in fake.requests[-1]["messages"][-1]["content"]
-        else:
-            assert turn.stop_reason == "cancelled"
-            assert statuses(updates) == ["pending", "failed"]
-            assert "dismissed" in text_of(updates[-1])
-        # the model's history is valid for the next turn (no dangling tool call)
-        client.on_request = permission("allow_once")
-        after = await client.prompt(session, "fake:echo")
-        assert after.stop_reason == "end_turn", after.response
-        assert conversation_is_valid(fake.requests[-1]["messages"])
-        assert fake.script.id_errors == []
+    client, fake = shared.client, shared.fake
+    session = await new_session(client, tmp_path)
+    client.on_request = permission(option)
+    turn = await client.prompt(session, "fake:call delete_file path=notes.txt")
+    [(call_id, updates)] = calls(turn).items()
+    [asked] = turn.requests
+    assert asked["params"]["toolCall"]["toolCallId"] == call_id
+    assert updates[0]["kind"] == "delete"
+    assert updates[1]["locations"] == [{"path": str(tmp_path / "notes.txt")}]
+    if option == "allow_once":
+        assert turn.stop_reason == "end_turn"
+        assert statuses(updates) == ["pending", "in_progress", "completed"]
+        assert text_of(updates[-1]) == "deleted notes.txt"
+    elif option == "reject_once":
+        assert turn.stop_reason == "end_turn"
+        assert statuses(updates) == ["pending", "failed"]
+        assert "rejected" in text_of(updates[-1])
+        assert "rejected" in fake.requests[-1]["messages"][-1]["content"]
+    else:
+        assert turn.stop_reason == "cancelled"
+        assert statuses(updates) == ["pending", "failed"]
+        assert "dismissed" in text_of(updates[-1])
+    # the model's history is valid for the next turn (no dangling tool call)
+    client.on_request = permission("allow_once")
+    after = await client.prompt(session, "fake:echo")
+    assert after.stop_reason == "end_turn", after.response
+    assert conversation_is_valid(fake.requests[-1]["messages"])
+    assert fake.script.id_errors == []
 
 
 async def test_cancel_ends_cancelled_and_the_next_turn_goes_on(
-    fake: FakeModelServer, tmp_path: Path
+    shared: Shared, tmp_path: Path
 ) -> None:
-    async with agent(fake, tmp_path / "s.db") as client:
-        session = await new_session(client, tmp_path)
-        request_id = await client.start_prompt(session, "fake:slow")
-        first, _ = await client.expect(lambda m: m.get("method") == "session/update")
-        turn = await client.cancel(session, request_id)
-        assert turn.stop_reason == "cancelled"
-        seen = first["params"]["update"]["content"]["text"] + "".join(turn.texts())
-        after = await client.prompt(session, "fake:echo")
-        assert after.stop_reason == "end_turn"
-        messages = fake.requests[-1]["messages"]
-        assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-        # the model remembers what the person saw of the cut answer, and nothing more
-        assert messages[2]["content"] == seen
+    client, fake = shared.client, shared.fake
+    session = await new_session(client, tmp_path)
+    request_id = await client.start_prompt(session, "fake:slow")
+    first, _ = await client.expect(lambda m: m.get("method") == "session/update")
+    turn = await client.cancel(session, request_id)
+    assert turn.stop_reason == "cancelled"
+    seen = first["params"]["update"]["content"]["text"] + "".join(turn.texts())
+    after = await client.prompt(session, "fake:echo")
+    assert after.stop_reason == "end_turn"
+    messages = fake.requests[-1]["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    # the model remembers what the person saw of the cut answer, and nothing more
+    assert messages[2]["content"] == seen
 
 
 async def test_a_new_process_loads_the_session_and_the_model_remembers(
@@ -202,39 +219,41 @@ async def test_a_new_process_loads_the_session_and_the_model_remembers(
 
 
 async def test_a_model_error_is_one_clear_error_and_leaves_no_trace(
-    fake: FakeModelServer, tmp_path: Path
+    shared: Shared, tmp_path: Path
 ) -> None:
-    async with agent(fake, tmp_path / "s.db") as client:
-        session = await new_session(client, tmp_path)
-        turn = await client.prompt(session, "fake:unauthorized", timeout=30)
-        error = turn.error
-        assert error is not None and error["code"] == -32603
-        assert "401" in error["message"] and "Incorrect API key" in error["message"]
-        assert error["data"]["status"] == 401
-        await client.prompt(session, "fake:echo")
-        assert [m["role"] for m in fake.requests[-1]["messages"]] == ["system", "user"]
-        assert b"Traceback" not in client.stderr
+    client, fake = shared.client, shared.fake
+    logged = len(client.stderr)  # what the process said before this test
+    session = await new_session(client, tmp_path)
+    turn = await client.prompt(session, "fake:unauthorized", timeout=30)
+    error = turn.error
+    assert error is not None and error["code"] == -32603
+    assert "401" in error["message"] and "Incorrect API key" in error["message"]
+    assert error["data"]["status"] == 401
+    await client.prompt(session, "fake:echo")
+    assert [m["role"] for m in fake.requests[-1]["messages"]] == ["system", "user"]
+    assert b"Traceback" not in client.stderr[logged:]
 
 
 async def test_editor_tools_use_the_client_and_stay_in_the_roots(
-    fake: FakeModelServer, tmp_path: Path
+    shared: Shared, fake: FakeModelServer, tmp_path: Path
 ) -> None:
     async def editor(request: Message) -> Any:
         assert request["method"] == "fs/read_text_file", request
         return {"content": f"text of {request['params']['path']}"}
 
-    async with agent(fake, tmp_path / "s.db") as client:
-        session = await new_session(client, tmp_path)
-        client.on_request = editor
-        turn = await client.prompt(session, "fake:call read_file path=notes.txt")
-        [updates] = calls(turn).values()
-        assert updates[0]["kind"] == "read"
-        assert text_of(updates[-1]) == f"text of {tmp_path / 'notes.txt'}"
-        turn = await client.prompt(session, "fake:call read_file path=/etc/hostname")
-        assert turn.requests == []  # refused before asking the client
-        [updates] = calls(turn).values()
-        assert statuses(updates)[-1] == "failed"
-        assert "outside the session's folders" in text_of(updates[-1])
+    client = shared.client
+    session = await new_session(client, tmp_path)
+    client.on_request = editor
+    turn = await client.prompt(session, "fake:call read_file path=notes.txt")
+    [updates] = calls(turn).values()
+    assert updates[0]["kind"] == "read"
+    assert text_of(updates[-1]) == f"text of {tmp_path / 'notes.txt'}"
+    turn = await client.prompt(session, "fake:call read_file path=/etc/hostname")
+    assert turn.requests == []  # refused before asking the client
+    [updates] = calls(turn).values()
+    assert statuses(updates)[-1] == "failed"
+    assert "outside the session's folders" in text_of(updates[-1])
+    # a client without the editor capabilities: a process of its own (caps are per connection)
     async with agent(fake, tmp_path / "s.db", caps={}) as client:
         session = await new_session(client, tmp_path)
         await client.prompt(session, "fake:echo")

@@ -1,7 +1,8 @@
 """The official TypeScript SDK for the interop tests that drive this project's agents with
 it: the node project ``tests/ts`` (its ``package.json`` pins the SDK, its
-``package-lock.json`` every package), installed with ``npm ci`` once per test session into
-the session's temporary directory, outside the source tree.
+``package-lock.json`` every package), installed with ``npm ci`` once per test run into
+the run's temporary directory, outside the source tree; the xdist workers of a run share
+that one install, made under a file lock by whichever asks first.
 
 Where node or npm is missing the tests that use it are skipped, except in CI
 (``CI=true``), where that fails; a failing ``npm ci`` always fails.
@@ -9,6 +10,7 @@ Where node or npm is missing the tests that use it are skipped, except in CI
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -35,18 +37,28 @@ def install(base: Path) -> Path:
             pytest.fail(why)
         pytest.skip(why)
     project = base / "ts-sdk"
-    project.mkdir()
-    for name in FILES:
-        shutil.copy(PROJECT / name, project / name)
-    command = ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"]
-    done = subprocess.run(command, cwd=project, capture_output=True, timeout=INSTALL_TIMEOUT)
-    if done.returncode != 0:
-        pytest.fail(f"npm ci failed in {project}: {done.stderr.decode()[-2000:]}")
+    installed = project / ".installed"
+    with open(base / "ts-sdk.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker of this run may be installing
+        if installed.is_file():
+            return project
+        shutil.rmtree(project, ignore_errors=True)  # what a failed install left
+        project.mkdir()
+        for name in FILES:
+            shutil.copy(PROJECT / name, project / name)
+        command = ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"]
+        done = subprocess.run(command, cwd=project, capture_output=True, timeout=INSTALL_TIMEOUT)
+        if done.returncode != 0:
+            pytest.fail(f"npm ci failed in {project}: {done.stderr.decode()[-2000:]}")
+        installed.touch()
     return project
 
 
 def with_scripts(project: Path, *scripts: Path) -> Path:
-    """``project`` with ``scripts`` copied in (node finds the packages beside them)."""
+    """``project`` with ``scripts`` copied in (node finds the packages beside them); each
+    lands whole by a rename, as another worker's node may be reading it."""
     for script in scripts:
-        shutil.copy(script, project / script.name)
+        partial = project / f".{script.name}.{os.getpid()}"
+        shutil.copy(script, partial)
+        os.replace(partial, project / script.name)
     return project
