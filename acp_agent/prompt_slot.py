@@ -107,8 +107,8 @@ class PromptSlot:
     def __init__(self) -> None:
         self._state = SlotState.IDLE
         self._turn: Turn | None = None
-        # a list, not a deque: an empty deque takes 600 bytes per session, idle or not
-        self._line: list[anyio.Event] = []
+        # made when a first prompt lines up: most sessions never have a line
+        self._line: list[anyio.Event] | None = None
 
     @property
     def waiting(self) -> bool:
@@ -122,6 +122,8 @@ class PromptSlot:
             return None
         self._state = next_state(self._state, SlotEvent.QUEUE)
         waiter = anyio.Event()
+        if self._line is None:
+            self._line = []
         self._line.append(waiter)
         return waiter
 
@@ -129,7 +131,7 @@ class PromptSlot:
         """Leave the line: having the slot now (``pass_on`` False), or giving up, in
         which case a wake-up it had goes to the next in line."""
         line = self._line
-        if waiter not in line:
+        if line is None or waiter not in line:
             return
         self._state = next_state(self._state, SlotEvent.LEAVE)
         was_first = line[0] is waiter
@@ -191,8 +193,8 @@ class PromptSlot:
         turn = self._turn
         self._state = next_state(self._state, event)
         self._turn = None
-        line, self._line = self._line, []
-        for waiter in line:
+        line, self._line = self._line, None
+        for waiter in line or ():
             waiter.set()
         return turn
 

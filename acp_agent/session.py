@@ -22,9 +22,13 @@ from .paths import Roots, check_path_text
 from .prompt_slot import PromptSlot, SlotState, Turn
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Session:
-    """One ACP session (a ``sessionId``) live on a connection."""
+    """One ACP session (a ``sessionId``) live on a connection.
+
+    A server holds thousands of idle ones: what a session needs only once it is used (its
+    ``state`` dict, its tool call id prefix, its resolved roots) is made at first use.
+    """
 
     session_id: str
     cwd: str
@@ -35,15 +39,21 @@ class Session:
     mcp_servers: list[Any] = field(default_factory=list)
     slot: PromptSlot = field(default_factory=PromptSlot)
     history: History = field(default_factory=History)
-    #: free slot for the agent's own per-session state
-    state: dict[str, Any] = field(default_factory=dict)
     #: the most recent turn (it may still be unwinding after a cancel)
     last_turn: Turn | None = None
     #: the turn whose history is open (or being made durable); the next turn waits for it
     history_turn: Turn | None = None
+    _state: dict[str, Any] | None = field(default=None, repr=False)
     _tool_ids: int = 0
     _root_set: Roots | None = None
-    _tool_prefix: str = field(default_factory=lambda: os.urandom(3).hex())
+    _tool_prefix: str | None = None
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """A free slot for the agent's own per-session state (made at first use)."""
+        if self._state is None:
+            self._state = {}
+        return self._state
 
     @property
     def roots(self) -> tuple[str, ...]:
@@ -71,9 +81,13 @@ class Session:
         return self._root_set.contains(path)
 
     def new_tool_call_id(self) -> str:
-        self._tool_ids += 1
-        return f"call_{self._tool_prefix}_{self._tool_ids}"
+        return self._new_id("call")
 
     def new_compaction_id(self) -> str:
+        return self._new_id("compaction")
+
+    def _new_id(self, kind: str) -> str:
+        if self._tool_prefix is None:  # drawn at the session's first id
+            self._tool_prefix = os.urandom(3).hex()
         self._tool_ids += 1
-        return f"compaction_{self._tool_prefix}_{self._tool_ids}"
+        return f"{kind}_{self._tool_prefix}_{self._tool_ids}"

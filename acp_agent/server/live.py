@@ -1,10 +1,10 @@
 """The ACP sessions open on one connection, and each one's client proxy.
 
 It owns the map from ``sessionId`` to the live :class:`~acp_agent.session.Session` and
-its :class:`~acp_agent.client.SessionClient`, what the store keeps of a live session
-(:meth:`OpenSessions.record`), and the connection those clients send on (bound when
-serving starts). It does not create, restore or close sessions (:mod:`.lifecycle`)
-or run turns (:mod:`.turns`).
+its :class:`~acp_agent.client.SessionClient` (made at its first use: an idle session has
+none), what the store keeps of a live session (:meth:`OpenSessions.record`), and the
+connection those clients send on (bound when serving starts). It does not create, restore
+or close sessions (:mod:`.lifecycle`) or run turns (:mod:`.turns`).
 """
 
 from __future__ import annotations
@@ -53,18 +53,23 @@ class OpenSessions:
         return session
 
     def client(self, session: Session) -> SessionClient:
-        return self.clients[session.session_id]
-
-    def attach(self, session: Session) -> SessionClient:
-        client = SessionClient(
-            session,
-            self.connection,
-            self._handshake.capabilities,
-            allow_outside_roots=self._allow_outside_roots,
-        )
-        self.sessions[session.session_id] = session
-        self.clients[session.session_id] = client
+        """The live session's client, made at its first use; ``KeyError`` for a session
+        that is not the one attached under its id."""
+        session_id = session.session_id
+        client = self.clients.get(session_id)
+        if client is None:
+            if self.sessions.get(session_id) is not session:
+                raise KeyError(session_id)
+            client = self.clients[session_id] = SessionClient(
+                session,
+                self.connection,
+                self._handshake.capabilities,
+                allow_outside_roots=self._allow_outside_roots,
+            )
         return client
+
+    def attach(self, session: Session) -> None:
+        self.sessions[session.session_id] = session
 
     def detach(self, session_id: str) -> None:
         self.sessions.pop(session_id, None)
