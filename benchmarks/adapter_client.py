@@ -1,7 +1,7 @@
 """The adapter benchmark's client side: the agents it runs, a recording ACP client and turns.
 
 It owns the list of agents (:func:`agent_specs`: this project's adapters and LLM agent, and
-acpkit's ``pydantic-acp`` / ``langchain-acp`` from a throw-away virtualenv made by
+acpkit's ``pydantic-acp`` / ``langchain-acp`` (twice) from a throw-away virtualenv made by
 :func:`peer_python`), :class:`Recorder` (the benchmark's raw client, which also keeps every
 notification and agent request with its arrival time and answers permission requests as
 told) and :func:`run_turn`. It does not own the timed figures or the report
@@ -48,9 +48,20 @@ OURS = {
     "ours-langgraph": "benchmarks.peers.agent_langgraph:agent",
     "ours-openai-agents": "benchmarks.peers.agent_openai:agent",
 }
-THEIRS = {"pydantic-acp": "pydantic", "langchain-acp": "langchain"}
+#: acpkit's agents: the arguments of ``benchmarks/peers/acpkit_agents.py``. ``langchain-acp``
+#: gets the quickstart's graph (no checkpointer: it forgets earlier turns), ``+memory`` the
+#: same graph with one (it remembers them, as ours does: the same model input)
+THEIRS = {
+    "pydantic-acp": ["pydantic"],
+    "langchain-acp": ["langchain"],
+    "langchain-acp+memory": ["langchain", "--memory"],
+}
 #: which of ours each peer is compared with
-PAIRS = {"pydantic-acp": "ours-pydantic-ai", "langchain-acp": "ours-langgraph"}
+PAIRS = {
+    "pydantic-acp": "ours-pydantic-ai",
+    "langchain-acp": "ours-langgraph",
+    "langchain-acp+memory": "ours-langgraph",
+}
 LLM = "ours-llm"
 
 
@@ -103,8 +114,8 @@ def agent_specs(env: dict[str, str], peer: Path | None, names: list[str] | None)
     specs.append(AgentSpec(LLM, llm, env))
     if peer is not None:
         specs += [
-            AgentSpec(name, [str(peer), "-m", "benchmarks.peers.acpkit_agents", which], env)
-            for name, which in THEIRS.items()
+            AgentSpec(name, [str(peer), "-m", "benchmarks.peers.acpkit_agents", *args], env)
+            for name, args in THEIRS.items()
         ]
     return [s for s in specs if names is None or s.name in names]
 

@@ -5,8 +5,9 @@ Runs the same small agents (one plain tool, ``read_file``, and one that needs ap
 and by acpkit's ``pydantic-acp`` and ``langchain-acp`` (installed from the package index
 into a throw-away virtualenv, never into the project), plus our own LLM agent, all on the
 project's fake OpenAI-compatible endpoint, and writes ``benchmarks/ADAPTERS.md``: the timed
-figures side by side (alternating agents within each round; medians and p90) and the
-defect table (``adapter_checks.py``).
+figures side by side (alternating agents within each round; medians and p90): wall-clock
+times, the agent process's CPU time and the messages it sends the model, and the defect
+table (``adapter_checks.py``).
 
 It owns the figures (what is timed, how, the rounds), the report and the command line. The
 agents and the client are in ``adapter_client.py``, the checks in ``adapter_checks.py``.
@@ -28,13 +29,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from acp_agent.llm.fake_script import JSON
 from acp_agent.llm.fake_server import FakeModelServer
 from benchmarks.adapter_checks import CHECKS, Finding, run_checks
 from benchmarks.adapter_client import (
     LLM,
     PAIRS,
     Recorder,
-    TurnResult,
     agent_specs,
     for_checks,
     new_session,
@@ -43,7 +44,7 @@ from benchmarks.adapter_client import (
     run_turn,
     start,
 )
-from benchmarks.client import BENCH_DIR, REPO_ROOT, AgentSpec, cpu_ticks, describe
+from benchmarks.client import BENCH_DIR, REPO_ROOT, AgentSpec, describe
 from benchmarks.report import machine_description
 from benchmarks.scenarios import agent_environment, percentile
 
@@ -84,6 +85,12 @@ ROWS = [
     ("tools_turn", "two-tool turn: whole turn, ms", 1000.0),
     ("tools_new_chunk", "two-tool turn, new session (same model input): first chunk, ms", 1000.0),
     ("tools_new_turn", "two-tool turn, new session (same model input): whole turn, ms", 1000.0),
+    ("trivial_cpu", "trivial turn: CPU time of the agent, ms", 1000.0),
+    ("tools_cpu", "two-tool turn: CPU time of the agent, ms", 1000.0),
+    ("tools_new_cpu", "two-tool turn, new session: CPU time of the agent, ms", 1000.0),
+    ("trivial_input", "trivial turn: messages sent to the model", 1.0),
+    ("tools_input", "two-tool turn: messages sent to the model (2 requests)", 1.0),
+    ("tools_new_input", "two-tool turn, new session: messages sent to the model", 1.0),
     ("idle_session", "RSS per idle session, the first ones, KB", 1.0),
     ("idle_marginal", "RSS per idle session, the next ones, KB", 1.0),
     ("exit", "stdin's EOF → process exit (after its turns), ms", 1000.0),
@@ -114,21 +121,70 @@ def rss_kb(agent: Recorder) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def timed(figures: Figures, prefix: str, turn: TurnResult) -> None:
+def stat_fields(pid: int) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name: [1] ppid, [13] cutime..."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def descendants(pid: int) -> list[int]:
+    """The live processes below ``pid`` (by their ppid in /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                children.setdefault(int(stat_fields(int(entry))[1]), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue  # ended meanwhile
+    found, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def agent_cpu(pid: int) -> float:
+    """CPU seconds, user and system, that process ``pid`` and its children have used so far.
+
+    Each process's kernel CPU clock, every thread's, ended ones too: the counter
+    /proc/<pid>/stat gives as utime + stime in clock ticks, read to the nanosecond (a turn
+    is a few ticks); plus cutime + cstime (the children it has waited for).
+    """
+    total = 0.0
+    for each in [pid, *descendants(pid)]:
+        try:
+            total += time.clock_gettime((~each << 3) | 2)  # the process's CPU clock id
+            fields = stat_fields(each)
+        except OSError:
+            continue  # ended meanwhile
+        total += (int(fields[13]) + int(fields[14])) / TICKS
+    return total
+
+
+async def measured_turn(
+    figures: Figures, prefix: str, agent: Recorder, session_id: str, text: str, model: list[JSON]
+) -> None:
+    """One turn's figures: wall-clock, the agent's CPU from the prompt's write to its answer,
+    the messages of the model requests it made (``model``: the fake endpoint's record)."""
+    mark, cpu = len(model), agent_cpu(agent.pid)
+    turn = await run_turn(agent, session_id, text, TIMEOUT)
+    cpu = agent_cpu(agent.pid) - cpu
     if turn.stop_reason != "end_turn":
         raise RuntimeError(f"{prefix} turn ended {turn.stop_reason or turn.error}")
     figures.add(f"{prefix}_turn", turn.seconds)
     if turn.first_chunk is not None:
         figures.add(f"{prefix}_chunk", turn.first_chunk)
+    figures.add(f"{prefix}_cpu", cpu)
+    figures.add(f"{prefix}_input", sum(len(body.get("messages") or ()) for body in model[mark:]))
 
 
-async def one_round(figures: Figures, settings: Settings, cwd: str) -> None:
+async def one_round(figures: Figures, settings: Settings, cwd: str, model: list[JSON]) -> None:
     """Spawns (to the ``initialize`` answer), then one process: turns, then idle sessions."""
     spec = figures.spec
     for _ in range(settings.spawns):
         agent, took, _ = await start(spec, TIMEOUT)
         figures.add("init", took)
-        figures.add("init_cpu", cpu_ticks(agent.pid) / TICKS)
+        figures.add("init_cpu", agent_cpu(agent.pid))
         await agent.close()
     agent, _, _ = await start(spec, TIMEOUT)
     try:
@@ -136,17 +192,17 @@ async def one_round(figures: Figures, settings: Settings, cwd: str) -> None:
         first = await run_turn(agent, session_id, TRIVIAL, TIMEOUT)
         figures.add("first_turn", first.seconds)
         for _ in range(settings.turns):
-            timed(figures, "trivial", await run_turn(agent, session_id, TRIVIAL, TIMEOUT))
+            await measured_turn(figures, "trivial", agent, session_id, TRIVIAL, model)
         if spec.name != LLM:  # its tools are not the benchmark agents' tools
             session_id = await new_session(agent, cwd)
             await run_turn(agent, session_id, TWO_TOOLS, TIMEOUT)
             for _ in range(settings.turns):
-                timed(figures, "tools", await run_turn(agent, session_id, TWO_TOOLS, TIMEOUT))
+                await measured_turn(figures, "tools", agent, session_id, TWO_TOOLS, model)
             # the first turn of each new session: every agent sends the model the same input
             # (above, an agent that keeps memory sends it the session's earlier turns too)
             for _ in range(settings.turns):
                 fresh = await new_session(agent, cwd)
-                timed(figures, "tools_new", await run_turn(agent, fresh, TWO_TOOLS, TIMEOUT))
+                await measured_turn(figures, "tools_new", agent, fresh, TWO_TOOLS, model)
         before = rss_kb(agent)
         for _ in range(settings.sessions):
             await new_session(agent, cwd)
@@ -170,14 +226,18 @@ async def one_round(figures: Figures, settings: Settings, cwd: str) -> None:
 
 
 async def measure(
-    specs: list[AgentSpec], settings: Settings, cwd: str, log: Callable[[str], None]
+    specs: list[AgentSpec],
+    settings: Settings,
+    cwd: str,
+    model: list[JSON],
+    log: Callable[[str], None],
 ) -> list[Figures]:
     results = [Figures(spec) for spec in specs]
     for n in range(settings.rounds):
         log(f"round {n + 1}/{settings.rounds}")
         for figures in results[n % len(results) :] + results[: n % len(results)]:
             try:
-                await one_round(figures, settings, cwd)
+                await one_round(figures, settings, cwd, model)
             except Exception as exc:
                 figures.failures.append(describe(exc))
                 log(f"  {figures.spec.name}: {describe(exc)}")
@@ -334,7 +394,9 @@ async def run(args: argparse.Namespace) -> int:
             cwd = tempfile.mkdtemp(dir=home)
             (Path(cwd) / "notes.txt").write_text("first line\n")
             specs = [spec for spec in specs if await warm_up(spec)]
-            results = [] if args.no_figures else await measure(specs, settings, cwd, log)
+            results = []
+            if not args.no_figures:
+                results = await measure(specs, settings, cwd, fake.requests, log)
             findings: dict[str, dict[str, Finding]] = {}
             if not args.no_checks:
                 for spec in specs:
