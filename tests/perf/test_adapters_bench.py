@@ -1,18 +1,27 @@
 """The adapter benchmark's machinery (``python -m benchmarks.adapters``), on our agents only:
 its smoke mode runs every figure and every defect check on a real ``acp-agent-kit --agent``
-subprocess and writes nothing; the report's tables. Nothing here is timed, and acpkit is
-never installed (``--smoke`` runs no peers)."""
+subprocess and writes nothing; the report's tables; the agent's CPU reading. Nothing here
+is timed, and acpkit is never installed (``--smoke`` runs no peers)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
 from benchmarks.adapter_checks import CHECKS, Finding
-from benchmarks.adapters import OUTPUT, Figures, defect_table, figures_table, incomplete
-from benchmarks.client import REPO_ROOT, AgentSpec
+from benchmarks.adapters import (
+    OUTPUT,
+    TICKS,
+    Figures,
+    agent_cpu,
+    defect_table,
+    figures_table,
+    incomplete,
+)
+from benchmarks.client import REPO_ROOT, AgentSpec, cpu_ticks
 
 
 @pytest.mark.timeout(600)
@@ -29,6 +38,11 @@ def test_smoke_runs_every_figure_and_check_on_our_adapter() -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     report = done.stdout
     assert "| trivial turn: first chunk, ms | " in report
+    assert "| two-tool turn: CPU time of the agent, ms | " in report
+    # our agents remember: the one-session turns send the model more than a new session's
+    sent = [row for row in report.splitlines() if "messages sent to the model" in row]
+    assert sent[1].startswith("| two-tool turn: messages sent to the model (2 requests) | ")
+    assert sent[1].split(" | ")[1] != sent[2].split(" | ")[1], sent
     for title, _ in CHECKS:
         row = next(line for line in report.splitlines() if line.startswith(f"| {title} |"))
         if title.startswith("start-up"):
@@ -54,6 +68,50 @@ def test_figures_table_gives_medians_p90_and_ratios_to_the_peer() -> None:
         if line.startswith("| trivial turn: first chunk")
     )
     assert row == "| trivial turn: first chunk, ms | 20.0 (30.0) | 40.0 (60.0) | 0.50 | - |"
+
+
+def test_ours_is_divided_by_both_langchain_peers() -> None:
+    ours = figures("ours-langgraph", tools_cpu=[0.030])
+    forgets = figures("langchain-acp", tools_cpu=[0.020])
+    remembers = figures("langchain-acp+memory", tools_cpu=[0.040])
+    table = figures_table([ours, forgets, remembers])
+    assert table[0].endswith(
+        "| ours-langgraph ÷ langchain-acp | ours-langgraph ÷ langchain-acp+memory |"
+    )
+    row = next(line for line in table if line.startswith("| two-tool turn: CPU time"))
+    assert row.endswith("| 30.0 (30.0) | 20.0 (20.0) | 40.0 (40.0) | 1.50 | 0.75 |")
+
+
+#: a process that burns CPU in a thread, starts a child that burns more, then waits on stdin
+BURNER = """
+import subprocess, sys, threading
+burn = "sum(range(10_000_000))"
+code = "import sys; " + burn + "; print(flush=True); sys.stdin.read()"
+child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.PIPE)
+thread = threading.Thread(target=lambda: eval(burn))
+thread.start()
+thread.join()
+child.stdout.readline()
+print(child.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_agent_cpu_counts_ended_threads_and_live_children() -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as parent:
+        assert parent.stdout is not None and parent.stdin is not None
+        child = int(parent.stdout.readline())
+        mine = time.clock_gettime((~parent.pid << 3) | 2)
+        theirs = time.clock_gettime((~child << 3) | 2)
+        total = agent_cpu(parent.pid)
+        ticks = (cpu_ticks(parent.pid) + cpu_ticks(child)) / TICKS
+        parent.stdin.close()  # then the child's stdin closes too: both end
+    # the child's CPU is in it; it agrees with /proc's utime + stime (which count the ended
+    # thread) to the tick
+    assert total >= mine + theirs > 0
+    assert abs(total - ticks) <= 3 / TICKS
 
 
 def test_defect_table_and_what_a_smoke_run_misses() -> None:
