@@ -87,7 +87,7 @@ BURNER = """
 import subprocess, sys, threading
 burn = "sum(range(10_000_000))"
 code = "import sys; " + burn + "; print(flush=True); sys.stdin.read()"
-child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.PIPE)
+child = subprocess.Popen([sys.executable, "-c", code], stdout=-1, stdin=-1)  # pipes
 thread = threading.Thread(target=lambda: eval(burn))
 thread.start()
 thread.join()
