@@ -4,10 +4,10 @@ Runs the same small agents (one plain tool, ``read_file``, and one that needs ap
 ``run_command``; ``benchmarks/peers/``) served by our adapters (``acp-agent-kit --agent``)
 and by acpkit's ``pydantic-acp`` and ``langchain-acp`` (installed from the package index
 into a throw-away virtualenv, never into the project), plus our own LLM agent, all on the
-project's fake OpenAI-compatible endpoint, and writes ``benchmarks/ADAPTERS.md``: the timed
-figures side by side (alternating agents within each round; medians and p90): wall-clock
-times, the agent process's CPU time and the messages it sends the model, and the defect
-table (``adapter_checks.py``).
+project's fake OpenAI-compatible endpoint, and writes ``benchmarks/ADAPTERS.md``: the
+figures side by side (the agents alternating at each step of a round; medians and p90):
+wall-clock times, the agent process's CPU time and the messages it sends the model; and
+the defect table (``adapter_checks.py``).
 
 It owns the figures (what is timed, how, the rounds), the report and the command line. The
 agents and the client are in ``adapter_client.py``, the checks in ``adapter_checks.py``.
@@ -25,9 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from acp_agent.llm.fake_script import JSON
 from acp_agent.llm.fake_server import FakeModelServer
@@ -54,6 +55,7 @@ TIMEOUT = 60.0
 EXIT_GRACE = 2.0  # AgentProcess.close kills an agent still running after this
 OUTPUT = BENCH_DIR / "ADAPTERS.md"
 TICKS = os.sysconf("SC_CLK_TCK")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -178,51 +180,112 @@ async def measured_turn(
     figures.add(f"{prefix}_input", sum(len(body.get("messages") or ()) for body in model[mark:]))
 
 
-async def one_round(figures: Figures, settings: Settings, cwd: str, model: list[JSON]) -> None:
-    """Spawns (to the ``initialize`` answer), then one process: turns, then idle sessions."""
-    spec = figures.spec
-    for _ in range(settings.spawns):
-        agent, took, _ = await start(spec, TIMEOUT)
-        figures.add("init", took)
-        figures.add("init_cpu", agent_cpu(agent.pid))
-        await agent.close()
-    agent, _, _ = await start(spec, TIMEOUT)
+@dataclass
+class Live:
+    """One agent's process for a round's turns, and the session its turns run in."""
+
+    figures: Figures
+    agent: Recorder
+    session_id: str
+
+
+async def spawn_once(figures: Figures) -> None:
+    agent, took, _ = await start(figures.spec, TIMEOUT)
+    figures.add("init", took)
+    figures.add("init_cpu", agent_cpu(agent.pid))
+    await agent.close()
+
+
+async def first_turn(figures: Figures, cwd: str) -> Live:
+    agent, _, _ = await start(figures.spec, TIMEOUT)
     try:
         session_id = await new_session(agent, cwd)
         first = await run_turn(agent, session_id, TRIVIAL, TIMEOUT)
-        figures.add("first_turn", first.seconds)
-        for _ in range(settings.turns):
-            await measured_turn(figures, "trivial", agent, session_id, TRIVIAL, model)
-        if spec.name != LLM:  # its tools are not the benchmark agents' tools
-            session_id = await new_session(agent, cwd)
-            await run_turn(agent, session_id, TWO_TOOLS, TIMEOUT)
-            for _ in range(settings.turns):
-                await measured_turn(figures, "tools", agent, session_id, TWO_TOOLS, model)
-            # the first turn of each new session: every agent sends the model the same input
-            # (above, an agent that keeps memory sends it the session's earlier turns too)
-            for _ in range(settings.turns):
-                fresh = await new_session(agent, cwd)
-                await measured_turn(figures, "tools_new", agent, fresh, TWO_TOOLS, model)
-        before = rss_kb(agent)
-        for _ in range(settings.sessions):
-            await new_session(agent, cwd)
-        first = rss_kb(agent)
-        figures.add("idle_session", (first - before) / settings.sessions * 1.024)
-        # The first ones partly fill memory the process had already and freed (its turns'),
-        # so their figure is below the marginal cost by an amount that varies by agent; the
-        # next ones show the cost of one more session.
-        for _ in range(settings.more_sessions):
-            await new_session(agent, cwd)
-        figures.add("idle_marginal", (rss_kb(agent) - first) / settings.more_sessions * 1.024)
     except BaseException:
         await agent.close()
         raise
+    figures.add("first_turn", first.seconds)
+    return Live(figures, agent, session_id)
+
+
+async def next_turn(live: Live, prefix: str, n: int, cwd: str, model: list[JSON]) -> None:
+    """The ``n``th measured turn of kind ``prefix`` (``trivial``, ``tools``, ``tools_new``)."""
+    if prefix == "tools" and n == 0:  # one session, after one unmeasured turn
+        live.session_id = await new_session(live.agent, cwd)
+        await run_turn(live.agent, live.session_id, TWO_TOOLS, TIMEOUT)
+    if prefix == "tools_new":
+        # the first turn of each new session: every agent sends the model the same input
+        # (in ``tools``, an agent that keeps memory sends it the session's earlier turns too)
+        live.session_id = await new_session(live.agent, cwd)
+    text = TRIVIAL if prefix == "trivial" else TWO_TOOLS
+    await measured_turn(live.figures, prefix, live.agent, live.session_id, text, model)
+
+
+async def idle_then_exit(live: Live, settings: Settings, cwd: str) -> None:
+    figures, agent = live.figures, live.agent
+    before = rss_kb(agent)
+    for _ in range(settings.sessions):
+        await new_session(agent, cwd)
+    first = rss_kb(agent)
+    figures.add("idle_session", (first - before) / settings.sessions * 1.024)
+    # The first ones partly fill memory the process had already and freed (its turns'),
+    # so their figure is below the marginal cost by an amount that varies by agent; the
+    # next ones show the cost of one more session.
+    for _ in range(settings.more_sessions):
+        await new_session(agent, cwd)
+    figures.add("idle_marginal", (rss_kb(agent) - first) / settings.more_sessions * 1.024)
     eof = time.perf_counter()
     await agent.close()  # stdin's EOF, then 2 s before it is killed
     took = time.perf_counter() - eof
     if took >= EXIT_GRACE:
         raise RuntimeError(f"did not exit within {EXIT_GRACE:g} s of stdin's EOF")
     figures.add("exit", took)
+
+
+async def one_round(
+    order: list[Figures],
+    settings: Settings,
+    cwd: str,
+    model: list[JSON],
+    log: Callable[[str], None],
+) -> None:
+    """One round, the agents alternating at every step (so the machine's other load falls
+    on all alike): spawns, then one process each: its first turn, the measured turns one
+    agent after the other, then its idle sessions and exit. A failing agent leaves the round."""
+    failed: set[str] = set()
+
+    async def attempt(figures: Figures, step: Awaitable[T]) -> T | None:
+        try:
+            return await step
+        except Exception as exc:
+            failed.add(figures.spec.name)
+            figures.failures.append(describe(exc))
+            log(f"  {figures.spec.name}: {describe(exc)}")
+            return None
+
+    for _ in range(settings.spawns):
+        for figures in order:
+            if figures.spec.name not in failed:
+                await attempt(figures, spawn_once(figures))
+    live = []
+    try:
+        for figures in order:
+            if figures.spec.name not in failed:
+                started = await attempt(figures, first_turn(figures, cwd))
+                live += [started] if started is not None else []
+        for prefix in ("trivial", "tools", "tools_new"):
+            for n in range(settings.turns):
+                for each in live:
+                    # ours-llm: trivial turns only, its tools are not the benchmark agents'
+                    skip = prefix != "trivial" and each.figures.spec.name == LLM
+                    if not skip and each.figures.spec.name not in failed:
+                        await attempt(each.figures, next_turn(each, prefix, n, cwd, model))
+        for each in live:
+            if each.figures.spec.name not in failed:
+                await attempt(each.figures, idle_then_exit(each, settings, cwd))
+    finally:
+        for each in live:
+            await each.agent.close()
 
 
 async def measure(
@@ -235,12 +298,8 @@ async def measure(
     results = [Figures(spec) for spec in specs]
     for n in range(settings.rounds):
         log(f"round {n + 1}/{settings.rounds}")
-        for figures in results[n % len(results) :] + results[: n % len(results)]:
-            try:
-                await one_round(figures, settings, cwd, model)
-            except Exception as exc:
-                figures.failures.append(describe(exc))
-                log(f"  {figures.spec.name}: {describe(exc)}")
+        order = results[n % len(results) :] + results[: n % len(results)]
+        await one_round(order, settings, cwd, model, log)
     return results
 
 
