@@ -421,9 +421,9 @@ def _model_error(exc: BaseException) -> ModelFailed | None:
     return None
 
 
-def _user_content(blocks: Sequence[Mapping[str, Any]]) -> list[Any]:
+def _user_content(blocks: Sequence[Mapping[str, Any]]) -> str | list[Any]:
     """ACP prompt blocks as pydantic-ai user content (text, images; links and embedded
-    resources as text)."""
+    resources as text): one string, a line per block, when all are text."""
     from pydantic_ai.messages import BinaryContent
 
     out: list[Any] = []
@@ -442,4 +442,7 @@ def _user_content(blocks: Sequence[Mapping[str, Any]]) -> list[Any]:
                 out.append(
                     f'<resource uri="{resource.get("uri", "")}">\n{resource["text"]}\n</resource>'
                 )
-    return out or [""]
+    if all(isinstance(part, str) for part in out):
+        # a plain string: the model client walks a list of parts item by item, every turn
+        return "\n".join(out)
+    return out

@@ -7,6 +7,7 @@ its own session, on one store on disk); the others start their own."""
 
 from __future__ import annotations
 
+import base64
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -207,7 +208,7 @@ async def test_a_new_process_loads_the_session_and_the_model_remembers(
         assert statuses(next(iter(calls(turn).values()))) == ["pending", "failed"]
         await client.prompt(session, "fake:echo")
     messages = fake.requests[-1]["messages"]
-    users = [m["content"][0]["text"] for m in messages if m["role"] == "user"]
+    users = [m["content"] for m in messages if m["role"] == "user"]
     assert users == [
         "fake:call add a=2 b=3",
         "fake:call delete_file path=a.txt",
@@ -216,6 +217,23 @@ async def test_a_new_process_loads_the_session_and_the_model_remembers(
     ]
     assert next(m["content"] for m in messages if m["role"] == "tool") == "5"
     assert conversation_is_valid(messages)
+
+
+async def test_a_text_prompt_is_one_string_an_image_prompt_a_list_of_parts(
+    shared: Shared, tmp_path: Path
+) -> None:
+    client, fake = shared.client, shared.fake
+    session = await new_session(client, tmp_path)
+    link = {"type": "resource_link", "name": "notes", "uri": "file:///notes.txt"}
+    text = [{"type": "text", "text": "fake:echo"}, {"type": "text", "text": "two"}, link]
+    await client.prompt(session, text)
+    said = fake.requests[-1]["messages"][-1]["content"]
+    assert said == "fake:echo\ntwo\n[notes](file:///notes.txt)"
+    pixel = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()  # only the header: never decoded
+    image = {"type": "image", "mimeType": "image/png", "data": pixel}
+    await client.prompt(session, [{"type": "text", "text": "fake:echo"}, image])
+    parts = fake.requests[-1]["messages"][-1]["content"]
+    assert [p["type"] for p in parts] == ["text", "image_url"]
 
 
 async def test_a_model_error_is_one_clear_error_and_leaves_no_trace(
