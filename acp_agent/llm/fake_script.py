@@ -221,6 +221,9 @@ def _file_loop(path: str, results: list[str], offset: int) -> Reply:
 
 def _scripted_agent(conv: Conversation, words: list[str]) -> Reply:
     results = conv.results
+    if not results and "list_files" not in conv.tools:
+        # a model calls only the tools it is offered
+        return Reply(events=text_events("Hello from the fake model."))
     if not results:
         return Reply(
             events=tool_events([("list_files", {})], "I'll look around the project first.")

@@ -179,3 +179,15 @@ def test_context_rebuilds_foreign_and_interrupted_history() -> None:
     assert assistant["tool_calls"][0]["function"]["arguments"] == '{"path":"a.py"}'
     assert messages[3] == {"role": "tool", "tool_call_id": "c1", "content": "print(1)"}
     assert messages[4]["tool_call_id"] == "c2" and "did not finish" in messages[4]["content"]
+
+
+def test_fake_model_calls_only_offered_tools() -> None:
+    from acp_agent.llm.fake_script import Script
+
+    body = {"model": "fake", "messages": [{"role": "user", "content": "hello"}]}
+    plain = Script().reply(body, None)
+    assert not any("tool_calls" in str(e) for e in plain.events)
+    assert "Hello from the fake model." in str(plain.events)
+    tool = {"type": "function", "function": {"name": "list_files", "parameters": {}}}
+    offered = Script().reply({**body, "tools": [tool]}, None)
+    assert any("list_files" in str(e) for e in offered.events)
