@@ -13,7 +13,8 @@ cancelled if the client leaves first, after :data:`IMPORT_GRACE`). Meanwhile:
   (``tests/adapters/test_announced.py`` compares each kind's own answer). An object
   that authenticates cannot be announced before it is known: it is refused. One that
   accepts more (the pydantic-ai adapter takes images and embedded resources) is served
-  with only this announced: a client sends no more than that;
+  with only this announced: a client sends no more than that, and an MCP server over a
+  transport not announced is refused ``-32602``, as a plain agent refuses it;
 * every other request and notification waits in one line (:class:`Line`) and is
   released in arrival order once the agent is loaded, its store opened (its default
   file is named after the agent) and the ``initialize`` requests read so far replayed
@@ -52,6 +53,7 @@ from ..options import ServerOptions
 from ..runner import store_name, watch_signals
 from ..server import AcpServer, connect
 from ..server.handshake import Handshake
+from ..server.params import check_mcp_servers
 from ..store import StoreFailed, open_store
 from ..transport import StdioTransport, reserve_stdout
 from . import LoadError, load
@@ -136,7 +138,8 @@ class _Loading:
         self.lease_timeout = lease_timeout
         self.options = options
         self.line = Line()
-        self.announcer = Handshake(Announced(spec), unstable=options.unstable)
+        self.announced = Announced(spec)
+        self.announcer = Handshake(self.announced, unstable=options.unstable)
         #: the served agent's server's method table, once it is loaded
         self.table: MethodTable | None = None
         #: ``initialize`` requests answered before that, to replay into it
@@ -169,6 +172,9 @@ class _Loading:
             await self.line.wait(place)
         if self.table is None:
             raise InternalError(f"The agent could not be served: {self.line.failure}")
+        if isinstance(params, dict) and "mcpServers" in params:
+            # the client may give only the MCP transports initialize announced
+            check_mcp_servers(params, self.announced)
         table = self.table
         fn = table.requests.get(method)
         if fn is not None:

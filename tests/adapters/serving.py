@@ -26,6 +26,15 @@ from tests.helpers.wire_client import (
 
 SLOW = 30.0  # the first request after initialize waits for the framework's import
 
+#: ``python -c`` serving ``sys.argv[1]`` from Python (its own ``initialize`` answer, all
+#: it supports announced) on the store ``sys.argv[2]``
+SERVE_FROM_PYTHON = (
+    "import sys\n"
+    "from acp_agent.adapters import load\n"
+    "from acp_agent.runner import run_agent\n"
+    "raise SystemExit(run_agent(load(sys.argv[1]), store=sys.argv[2]))\n"
+)
+
 
 @asynccontextmanager
 async def served(
@@ -34,9 +43,13 @@ async def served(
     store: str = "memory",
     *extra: str,
     env: dict[str, str] | None = None,
+    from_python: bool = False,
 ) -> AsyncIterator[ProcessClient]:
-    """``acp-agent-kit --agent SPEC`` on ``fake``, initialized."""
+    """``acp-agent-kit --agent SPEC`` on ``fake`` (or, ``from_python``, the object served
+    from Python), initialized."""
     command = [sys.executable, "-m", "acp_agent", "--store", store, *extra, "--agent", spec]
+    if from_python:
+        command = [sys.executable, "-c", SERVE_FROM_PYTHON, spec, store]
     async with spawn(command, env={"ACP_FAKE_BASE_URL": fake.base_url, **(env or {})}) as client:
         # answered before the agent's module is imported; what follows waits for it
         request_id = await client.request(

@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, is_response, spawn
 
-from .serving import SLOW
+from .serving import SERVE_FROM_PYTHON, SLOW
 
 pytestmark = pytest.mark.anyio
 
@@ -36,13 +36,6 @@ OBJECTS: dict[str, tuple[str | None, set[str]]] = {
     "tests.adapters.lg_agent:agent": ("langgraph", set()),
     "tests.adapters.oa_agent:served": ("agents", MCP_REMOTE),
 }
-
-SERVE_FROM_PYTHON = (
-    "import sys\n"
-    "from acp_agent.adapters import load\n"
-    "from acp_agent.runner import run_agent\n"
-    "raise SystemExit(run_agent(load(sys.argv[1]), store='memory'))\n"
-)
 
 
 def flat(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -71,7 +64,7 @@ async def test_what_agent_announces_is_true_of_the_object(spec: str) -> None:
     announced = await answer_to_initialize(
         [sys.executable, "-m", "acp_agent", "--store", "memory", "--agent", spec]
     )
-    own = await answer_to_initialize([sys.executable, "-c", SERVE_FROM_PYTHON, spec])
+    own = await answer_to_initialize([sys.executable, "-c", SERVE_FROM_PYTHON, spec, "memory"])
     said, true = flat(announced["agentCapabilities"]), flat(own["agentCapabilities"])
     assert said.keys() == true.keys()
     differ = {key for key in said if said[key] != true[key]}
@@ -173,3 +166,24 @@ async def test_a_client_leaving_during_the_import_ends_the_process(tmp_path: Pat
             code = await client.process.wait()
     assert answer["id"] == new and answer["error"]["code"] == -32800  # cancelled at EOF
     assert code == 0
+
+
+@pytest.mark.parametrize(
+    "spec", sorted(spec for spec, (_, hidden) in OBJECTS.items() if hidden >= MCP_REMOTE)
+)
+async def test_an_mcp_transport_not_announced_is_refused(spec: str, tmp_path: Path) -> None:
+    framework = OBJECTS[spec][0]
+    assert framework is not None
+    pytest.importorskip(framework)
+    command = [sys.executable, "-m", "acp_agent", "--store", "memory", "--agent", spec]
+    http = {"type": "http", "name": "probe", "url": "http://127.0.0.1:9/mcp", "headers": []}
+    async with spawn(command, env={"ACP_FAKE_BASE_URL": "http://127.0.0.1:9/v1"}) as client:
+        await client.initialize()
+        request_id = await client.request(
+            "session/new", {"cwd": str(tmp_path), "mcpServers": [http]}
+        )
+        answer, _ = await client.expect(lambda m: is_response(m, request_id), timeout=SLOW)
+        assert answer["error"]["code"] == -32602, answer
+        assert "HTTP MCP servers are not supported" in answer["error"]["message"]
+        result, _ = await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        assert result["sessionId"]
