@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import dataclasses
 import datetime
-import os
 import statistics
 import subprocess
 import sys
@@ -45,7 +44,7 @@ from benchmarks.adapter_client import (
     run_turn,
     start,
 )
-from benchmarks.client import BENCH_DIR, REPO_ROOT, AgentSpec, describe
+from benchmarks.client import BENCH_DIR, REPO_ROOT, AgentSpec, agent_cpu, describe
 from benchmarks.report import machine_description
 from benchmarks.scenarios import agent_environment, percentile
 
@@ -54,7 +53,6 @@ TWO_TOOLS = "fake:parallel"
 TIMEOUT = 60.0
 EXIT_GRACE = 2.0  # AgentProcess.close kills an agent still running after this
 OUTPUT = BENCH_DIR / "ADAPTERS.md"
-TICKS = os.sysconf("SC_CLK_TCK")
 T = TypeVar("T")
 
 
@@ -121,46 +119,6 @@ def rss_kb(agent: Recorder) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     raise RuntimeError("no VmRSS")
-
-
-def stat_fields(pid: int) -> list[str]:
-    """The fields of /proc/<pid>/stat after the command name: [1] ppid, [13] cutime..."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def descendants(pid: int) -> list[int]:
-    """The live processes below ``pid`` (by their ppid in /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                children.setdefault(int(stat_fields(int(entry))[1]), []).append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue  # ended meanwhile
-    found, todo = [], [pid]
-    while todo:
-        below = children.get(todo.pop(), [])
-        found += below
-        todo += below
-    return found
-
-
-def agent_cpu(pid: int) -> float:
-    """CPU seconds, user and system, that process ``pid`` and its children have used so far.
-
-    Each process's kernel CPU clock, every thread's, ended ones too: the counter
-    /proc/<pid>/stat gives as utime + stime in clock ticks, read to the nanosecond (a turn
-    is a few ticks); plus cutime + cstime (the children it has waited for).
-    """
-    total = 0.0
-    for each in [pid, *descendants(pid)]:
-        try:
-            total += time.clock_gettime((~each << 3) | 2)  # the process's CPU clock id
-            fields = stat_fields(each)
-        except OSError:
-            continue  # ended meanwhile
-        total += (int(fields[13]) + int(fields[14])) / TICKS
-    return total
 
 
 async def measured_turn(

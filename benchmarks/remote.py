@@ -37,7 +37,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks.client import cpu_ticks, status_kib
+from benchmarks.client import TICKS, cpu_ticks, status_kib
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS: dict[str, list[str]] = {
@@ -135,7 +135,7 @@ async def fan_out(url: str, pid: int, connections: int, seconds: float, result: 
 
 
 def cpu_seconds(pid: int) -> float:
-    return cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
+    return cpu_ticks(pid) / TICKS
 
 
 async def streams(url: str, pid: int, sessions: int, chunks: int, result: Result) -> None:

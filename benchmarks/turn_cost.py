@@ -33,10 +33,9 @@ from pathlib import Path
 from acp_agent.llm.fake_server import FakeModelServer
 from benchmarks.adapter_client import Recorder, agent_specs, new_session, peer_python, run_turn
 from benchmarks.adapter_client import start as start_agent
-from benchmarks.client import AgentSpec, cpu_ticks
+from benchmarks.client import AgentSpec, agent_cpu
 from benchmarks.scenarios import agent_environment
 
-TICKS = os.sysconf("SC_CLK_TCK")
 PROFILED = Path(__file__).parent / "peers" / "profiled.py"
 #: kind: (prompt, sessions, turns per session)
 KINDS = {
@@ -87,7 +86,7 @@ async def measure(
             sessions = max(1, round(sessions * scale))
             if profile is not None:
                 await switch(agent, signal.SIGUSR1, Path(f"{profile}.ack"), "on")
-            ticks, main = cpu_ticks(agent.pid), main_thread_ms(agent.pid)
+            cpu, main = agent_cpu(agent.pid), main_thread_ms(agent.pid)
             updates = 0
             for _ in range(sessions):
                 session = await new_session(agent, cwd)
@@ -98,7 +97,7 @@ async def measure(
                     updates += len(turn.updates())
             count = sessions * turns
             row = {
-                "cpu_ms": (cpu_ticks(agent.pid) - ticks) / TICKS * 1000 / count,
+                "cpu_ms": (agent_cpu(agent.pid) - cpu) * 1000 / count,
                 "main_ms": (main_thread_ms(agent.pid) - main) / count,
                 "updates": updates / count,
             }

@@ -12,16 +12,8 @@ import time
 import pytest
 
 from benchmarks.adapter_checks import CHECKS, Finding
-from benchmarks.adapters import (
-    OUTPUT,
-    TICKS,
-    Figures,
-    agent_cpu,
-    defect_table,
-    figures_table,
-    incomplete,
-)
-from benchmarks.client import REPO_ROOT, AgentSpec, cpu_ticks
+from benchmarks.adapters import OUTPUT, Figures, defect_table, figures_table, incomplete
+from benchmarks.client import REPO_ROOT, TICKS, AgentSpec, agent_cpu, cpu_ticks
 
 
 @pytest.mark.timeout(600)
