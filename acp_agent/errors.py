@@ -223,6 +223,17 @@ class SessionLeased(RequestError):
         )
 
     @classmethod
+    def in_process(cls, session_id: str, pid: int | None, seconds_left: float) -> SessionLeased:
+        """Another process on this machine has the session open (the SQLite store)."""
+        millis = max(0, round(seconds_left * 1000))
+        holder = "another process" if pid is None else f"process {pid}"
+        return cls(
+            f"session {session_id[:100]!r} is served by {holder} on this host; retry in "
+            f"{millis / 1000:.1f} s, or once that process closes it",
+            data={"sessionId": session_id[:200], "reason": "leased", "retryAfterMs": millis},
+        )
+
+    @classmethod
     def taken_over(cls, session_id: str) -> SessionLeased:
         """Another connection of this process opened the session while this one did."""
         return cls(

@@ -4,7 +4,8 @@ A process that creates or loads a session takes an exclusive POSIX record lock
 (``lockf``) on one byte of ``<database>.locks``, at an offset drawn from a hash of the
 session id, and holds it until the session closes; another process is refused the session
 (``SessionLeased``, reason ``leased``, as the PostgreSQL store refuses another host) while
-the lock is held. The kernel drops every lock of a process that dies, so a session whose
+the lock is held, told which process holds it where the system says (``/proc/locks`` on
+Linux). The kernel drops every lock of a process that dies, so a session whose
 process is gone is taken over at once: no row to expire, no process id to check (which could
 be reused, or belong to another process namespace). Acquisitions within this store are
 counted, so that several connections of one process may share a session.
@@ -46,6 +47,22 @@ def _offset(session_id: str) -> int:
     return int.from_bytes(digest, "big") % _OFFSETS
 
 
+def _holder(fd: int, offset: int) -> int | None:
+    """The id of the process holding the lock byte at ``offset`` of the open file ``fd``,
+    if the system says (Linux: ``/proc/locks``); None otherwise."""
+    inode = f":{os.fstat(fd).st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as table:
+            for line in table:
+                # "1: POSIX  ADVISORY  WRITE <pid> <maj>:<min>:<inode> <start> <end>"
+                fields = line.split()
+                if len(fields) >= 8 and fields[5].endswith(inode) and fields[6] == str(offset):
+                    return int(fields[4])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 class SessionLocks:
     """The session locks one store holds in its lock file."""
 
@@ -68,7 +85,8 @@ class SessionLocks:
                         self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, _offset(session_id), os.SEEK_SET
                     )
                 except (BlockingIOError, PermissionError):
-                    raise SessionLeased.elsewhere(session_id, RETRY_AFTER) from None
+                    holder = _holder(self._fd, _offset(session_id))
+                    raise SessionLeased.in_process(session_id, holder, RETRY_AFTER) from None
             self._held[session_id] = count + 1
 
     def release(self, session_id: str) -> None:

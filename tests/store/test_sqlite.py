@@ -319,6 +319,12 @@ async def test_a_session_open_in_another_process_is_refused_until_it_lets_go(
                     "reason": "leased",
                     "retryAfterMs": 1000,
                 }
+                # the holder is named: a process of this machine, not another host
+                holder = f"process {process.pid}" if sys.platform == "linux" else "another process"
+                assert caught.value.message == (
+                    f"session 'held' is served by {holder} on this host; retry in 1.0 s, "
+                    "or once that process closes it"
+                )
                 assert process.stdin is not None
                 await process.stdin.send(b"go\n")
                 assert await readline(out) == b"released"
