@@ -19,9 +19,10 @@ refused before the agent runs (no side effects without a saved turn). Every othe
 goes on.
 
 A turn answered ``cancelled`` while its last write was still in flight (``answered_cancelled``)
-holds its session back until that write is confirmed: a prompt meanwhile is refused before
-the agent runs; if the write fails, it is kept to be written again ending ``cancelled``, as
-the turn was answered. Leases and held prompts are passed through to a store that has them (see
+holds its session back until that write is confirmed: the next prompt waits for it before
+the agent runs (as long as the store's own bound on a write), and is refused only if it
+failed; a failed write is kept to be written again ending ``cancelled``, as the turn was
+answered. Leases and held prompts are passed through to a store that has them (see
 :mod:`acp_agent.store.shared`).
 
 It does not know ACP, JSON-RPC or the session objects; the store itself lives in
@@ -228,8 +229,8 @@ class Persister:
             raise InternalError(f"{reason}; this turn was not saved")
 
     def answered_cancelled(self, session_id: str, turn_id: str) -> None:
-        """The turn was answered ``cancelled`` while its write was in flight: hold the
-        session back until that write is confirmed, and store it again ending so if it
+        """The turn was answered ``cancelled`` while its write was in flight: the next
+        prompt waits until that write is confirmed, and it is stored again ending so if it
         fails (see ``before_turn``)."""
         self._unconfirmed[session_id] = (self._queued.get(session_id, 0), turn_id)
         for write in self._held_back.get(session_id, ()):
@@ -249,21 +250,24 @@ class Persister:
 
     async def before_turn(self, session_id: str) -> None:
         """Before a prompt of the session runs: raise ``SessionLeased`` if this host lost
-        it; retry the writes of the session that failed, and raise the store's error if
-        they fail again (the agent does not run)."""
+        it; wait for the write of a turn answered ``cancelled`` before it was confirmed, and
+        raise the store's error if it failed; retry the writes of the session that failed
+        before, and raise the store's error if they fail again (the agent does not run)."""
         if self._leases is not None:
             if session_id in self._refused:
                 raise SessionLeased.lost(session_id)
             self._leases.check_lease(session_id)
         unconfirmed = self._unconfirmed.get(session_id)
         if unconfirmed is not None:
+            # The last turn was answered ``cancelled`` before its write was confirmed:
+            # wait for that write (the store bounds it); if it failed, refuse.
+            failed_before = session_id in self.failed  # then retried below
             if self._done.get(session_id, 0) < unconfirmed[0]:
-                raise StoreFailed(
-                    type(self.store).__name__,
-                    f"the last turn of session {session_id} is still being written; "
-                    "the prompt was not run (try again once it is saved)",
-                )
+                await self.wait_written(session_id)
             del self._unconfirmed[session_id]
+            if session_id in self.failed and not failed_before:
+                reason = self.failed[session_id].message
+                raise InternalError(f"{reason}; the prompt was not run") from None
         if session_id not in self.failed:
             return
         await self.wait_written(session_id)  # every step of it is in ``_held_back`` now

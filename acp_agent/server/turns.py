@@ -18,7 +18,7 @@ A :class:`Prompt` is the record of one prompt from the moment it is read to its 
    (``$/cancel_request``, shutdown) once it holds the slot ends the turn ``cancelled``.
    A cancel (``session/cancel`` or of the request) that comes while the turn's last write
    is in flight answers ``cancelled`` at once; the write goes on in the persister's task,
-   and the session takes no prompt until it is confirmed (see :mod:`..persistence`).
+   and the session's next prompt waits until it is confirmed (see :mod:`..persistence`).
 
 Prompts another host held for a session (it died or lost the session) take the same
 path, from step 2, with no request to answer (:meth:`Turns.run_held`).

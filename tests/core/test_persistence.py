@@ -219,33 +219,56 @@ class Gated(Counting):
         await super().write_turn(write)
 
 
-async def test_a_turn_answered_cancelled_mid_write_holds_its_session_until_confirmed() -> None:
-    store = Gated()
+async def answered_cancelled_mid_write(store: Gated, persister: Persister) -> None:
+    """Turn ``t`` of ``s`` answered ``cancelled`` while its write is stuck in the store."""
     for sid in ("s", "other"):
         await store.create(SessionRecord(sid, cwd="/"))
+    persister.begin("s", "t", [item(0)])
+    persister.end("s", "t", "end_turn")
+    with anyio.fail_after(5):
+        with anyio.CancelScope() as wait:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(persister.sync, "s")
+                await store.entered.wait()  # the write is in flight, stuck
+                wait.cancel()
+    persister.answered_cancelled("s", "t")
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["confirmed", "failed"])
+async def test_a_prompt_behind_a_turn_answered_cancelled_mid_write_waits_for_it(
+    fails: bool,
+) -> None:
+    store = Gated()
     persister = Persister(store)
+    outcome: list[str] = []
+
+    async def next_prompt() -> None:
+        try:
+            await persister.before_turn("s")
+        except InternalError as exc:
+            outcome.append(exc.message)
+        else:
+            outcome.append("runs")
+
     async with running(persister):
-        persister.begin("s", "t", [item(0)])
-        persister.end("s", "t", "end_turn")
-        with anyio.fail_after(5):
-            with anyio.CancelScope() as wait:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(persister.sync, "s")
-                    await store.entered.wait()  # the write is in flight, stuck
-                    wait.cancel()
-        persister.answered_cancelled("s", "t")
+        await answered_cancelled_mid_write(store, persister)
         # Another session is not held behind it.
         persister.begin("other", "u", [item(1)])
         persister.end("other", "u", "end_turn")
         with anyio.fail_after(5):
             await persister.sync("other")
-        with pytest.raises(InternalError, match="still being written"):
-            await persister.before_turn("s")
-        store.broken = True
-        store.release.set()  # the write fails: kept, to be stored as it was answered
         with anyio.fail_after(5):
-            await persister.wait_written("s")
-        store.broken = False
-        await persister.before_turn("s")  # written again: the prompt may run
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(next_prompt)
+                await anyio.wait_all_tasks_blocked()
+                assert outcome == []  # the next prompt waits for the write, not refused
+                store.broken = fails
+                store.release.set()
+        if fails:  # refused with the store's error; kept, to be stored as it was answered
+            assert outcome == ["session store Gated: disk full; the prompt was not run"]
+            store.broken = False
+            await persister.before_turn("s")  # written again: the prompt may run
+        else:
+            assert outcome == ["runs"]
     [turn] = await store.load_history(DEFAULT_OWNER, "s")
-    assert turn == TurnRecord("t", (item(0),), "cancelled")
+    assert turn == TurnRecord("t", (item(0),), "cancelled" if fails else "end_turn")
