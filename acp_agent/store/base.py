@@ -130,7 +130,8 @@ class TurnRecord:
 class SessionStore(Protocol):
     """Durable ACP sessions: their records and their turn-by-turn history.
 
-    Every method may wait; none blocks the event loop.
+    Every method may wait; none blocks the event loop for long (the SQLite store commits on
+    it: a few writes into its WAL).
     """
 
     async def create(self, record: SessionRecord) -> SessionRecord:

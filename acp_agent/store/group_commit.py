@@ -1,15 +1,16 @@
 """Group commit: the turn writes of one host waiting at the same moment, in one transaction.
 
 It owns the batching only. ``write`` queues one write's parameters and waits for its outcome.
-The first caller that finds no batch in flight leads: it takes every write waiting at that
-moment, hands them to the commit function it was given (one transaction, one WAL flush),
+The first caller that finds no batch in flight leads: it lets the other ready tasks run
+once (a commit on the event loop's thread would otherwise always go alone), takes every
+write waiting then, hands them to the commit function it was given (one transaction, one WAL flush),
 and wakes each writer with its own outcome; writes that arrive meanwhile form the next batch,
 led by one of their own callers. No task runs in the background: every batch is committed by
 a caller that waits for it. A batch is committed shielded from its leader's cancellation, so
 its outcome always reaches every writer in it.
 
-It knows nothing of SQL, threads or connections (``acp_agent.store.postgres`` gives it the
-commit function), and nothing of what an outcome means.
+It knows nothing of SQL, threads or connections (``acp_agent.store.postgres`` and
+``acp_agent.store.sqlite`` give it the commit function), and nothing of what an outcome means.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 __all__ = ["GroupCommit"]
 
@@ -67,9 +69,11 @@ class GroupCommit(Generic[P, R]):
 
     async def _lead(self) -> None:
         self._leading = True
-        batch, self._waiting = self._waiting, []
+        batch: list[_Pending[P, R]] = []
         try:
             with anyio.CancelScope(shield=True):
+                await anyio.lowlevel.checkpoint()  # writers ready now join this batch
+                batch, self._waiting = self._waiting, []
                 outcomes = await self._commit([pending.params for pending in batch])
             for pending, outcome in zip(batch, outcomes, strict=True):
                 pending.outcome = outcome

@@ -3,19 +3,29 @@
 It owns every statement that reads or writes sessions (the schema and the connection's
 settings are ``sqlite_schema``'s, how a turn's items lie in rows ``sqlite_rows``'s, which
 process has a session open ``sqlite_locks``'s). Every operation is one transaction
-(``BEGIN IMMEDIATE`` for writes) on the store's one connection, run off the event loop by
-anyio's worker threads one at a time, in arrival order. An operation that has reached its
-thread runs to completion (a cancelled caller stops waiting only before that), so no
-transaction is left half-open. The turn writes waiting at one moment share one transaction
-(``group_commit``), each in a savepoint of its own: a refused write fails only itself.
+(``BEGIN IMMEDIATE`` for writes) on the store's one connection, run on the event loop's
+thread: in WAL mode with ``synchronous=NORMAL`` a commit is a few ``pwrite``s and no
+``fsync``, cheaper than a hop to a worker thread and back. A transaction never spans an
+``await``, so none is left half-open; a cancelled caller stops only while it waits for
+another process's lock, with nothing written. The turn writes waiting at one moment share
+one transaction (``group_commit``), each in a savepoint of its own: a refused write fails
+only itself. A disk that stalls stalls the event loop with it (the PostgreSQL store's
+driver runs on threads instead).
+
+Checkpoints leave the commit path: the connection's automatic checkpoints are off, and when
+the WAL file grows past ``CHECKPOINT_BYTES`` a passive checkpoint runs on a thread of the
+store's own (one at a time, on a connection of its own; joined by ``aclose``). It copies
+what it can into the database and never waits for a lock; the WAL is reused from its start
+once a checkpoint has copied all of it.
 
 What it checks, so that a write is never acknowledged without being in the file:
 
 - The file it opened is still the one at its path (device and inode, before each write):
   a database deleted or replaced under the server makes every write a ``StoreFailed``.
 - Another process holding the write lock (a ``sessions prune``, another agent) is waited
-  out, retrying for up to ``lock_wait`` seconds, with the wait in the log; then the write
-  fails with ``StoreFailed``. Nothing is queued behind the caller's back.
+  out, retrying with ``anyio.sleep`` (the loop goes on) for up to ``lock_wait`` seconds,
+  with the wait in the log; then the write fails with ``StoreFailed``. Nothing is queued
+  behind the caller's back.
 - Any SQLite or I/O error becomes ``StoreFailed`` naming the file and the reason, logged
   once, without a traceback.
 
@@ -35,6 +45,7 @@ import builtins
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -44,7 +55,6 @@ from typing import Any, Final, TypeVar
 import anyio
 import anyio.abc
 import anyio.lowlevel
-import anyio.to_thread
 import orjson
 
 from acp_agent.errors import SessionLeased
@@ -83,6 +93,8 @@ LOCK_WAIT: Final = 30.0
 """Seconds a write waits for another process's write lock before it fails."""
 
 PRUNE_BATCH: Final = 500  # rows deleted per transaction by ``prune``
+CHECKPOINT_BYTES: Final = 4 * 1024 * 1024  # a WAL this big is checkpointed (SQLite's default)
+_RETRY_FIRST, _RETRY_MOST = 0.001, 0.05  # seconds between tries for another process's lock
 
 _COLUMNS: Final = (
     "id, owner, cwd, additional_directories, title, mode_id, config, created_at, updated_at"
@@ -133,7 +145,8 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
         self.path = Path(path).expanduser()
         self.lock_wait = lock_wait
         self._timestamps = Timestamps(clock)
-        self._limiter = anyio.CapacityLimiter(1)  # one operation at a time, in arrival order
+        self._wal = Path(f"{self.path}-wal")
+        self._checkpoint: threading.Thread | None = None  # the one running, if any
         self._conn: sqlite3.Connection | None = None
         self._locks: SessionLocks | None = None
         self._identity: tuple[int, int] | None = None  # the opened file's (device, inode)
@@ -160,9 +173,7 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
         """Connect and check the file. Called once, by ``open``."""
         if self._conn is not None or self._closed:
             raise RuntimeError("a SqliteSessionStore can be opened only once")
-        await anyio.to_thread.run_sync(self._open_sync, limiter=self._limiter)
-
-    def _open_sync(self) -> None:
+        await anyio.lowlevel.checkpoint()
         try:
             conn = connect(self.path)
         except (sqlite3.Error, OSError, SchemaVersionError) as exc:
@@ -186,32 +197,29 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
         self._closed = True
         conn, self._conn = self._conn, None
         locks, self._locks = self._locks, None
-        with anyio.CancelScope(shield=True):
-            if conn is not None:  # after every operation queued before
-                await anyio.to_thread.run_sync(conn.close, limiter=self._limiter)
-            if locks is not None:
-                locks.close()
+        checkpoint, self._checkpoint = self._checkpoint, None
+        if checkpoint is not None:
+            checkpoint.join()  # a passive checkpoint: it never waits for a lock
+        if conn is not None:
+            conn.close()
+        if locks is not None:
+            locks.close()
+        await anyio.lowlevel.checkpoint()
 
     # --- running operations ------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[sqlite3.Connection], _T], *, write: bool) -> _T:
-        if self._conn is None:
-            await anyio.lowlevel.checkpoint()
-            raise anyio.ClosedResourceError(
-                "the store is closed" if self._closed else "the store was never opened"
-            )
-        return await anyio.to_thread.run_sync(
-            partial(self._transaction, fn, write), limiter=self._limiter
-        )
-
-    def _transaction(self, fn: Callable[[sqlite3.Connection], _T], write: bool) -> _T:
-        """Run ``fn`` in one transaction (on a worker thread), waiting out another
-        process's lock for up to ``lock_wait`` seconds."""
+        """Run ``fn`` in one transaction on this thread, waiting out another process's
+        lock (asynchronously) for up to ``lock_wait`` seconds."""
+        await anyio.lowlevel.checkpoint_if_cancelled()
         waited_since: float | None = None
+        retry = _RETRY_FIRST
         while True:
             conn = self._conn
             if conn is None:
-                raise anyio.ClosedResourceError("the store is closed")
+                raise anyio.ClosedResourceError(
+                    "the store is closed" if self._closed else "the store was never opened"
+                )
             try:
                 result = transaction(conn, partial(self._checked, fn, conn, write), write=write)
             except sqlite3.OperationalError as exc:
@@ -230,6 +238,8 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
                     raise self._failed(
                         f"another process held the write lock for more than {self.lock_wait:g} s"
                     ) from None
+                await anyio.sleep(retry)
+                retry = min(retry * 2, _RETRY_MOST)
                 continue
             except (sqlite3.Error, OSError) as exc:
                 raise self._failed(str(exc)) from None
@@ -239,7 +249,40 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
                     self.path,
                     time.monotonic() - waited_since,
                 )
+            if write:
+                self._checkpoint_if_due()
             return result
+
+    def _checkpoint_if_due(self) -> None:
+        """Start a passive checkpoint on the store's thread if the WAL has grown past
+        ``CHECKPOINT_BYTES`` and none is running."""
+        running = self._checkpoint
+        if running is not None and running.is_alive():
+            return
+        try:
+            size = os.stat(self._wal).st_size
+        except OSError:
+            return  # no WAL yet (or gone with the file: the next write says so)
+        if size < CHECKPOINT_BYTES:
+            return
+        if running is not None:
+            running.join()  # finished: reaped
+        self._checkpoint = threading.Thread(
+            target=self._checkpoint_passive, name="acp-sqlite-checkpoint"
+        )
+        self._checkpoint.start()
+
+    def _checkpoint_passive(self) -> None:
+        """One passive checkpoint on a connection of its own (on the store's thread); a
+        failure is logged: the WAL keeps every commit meanwhile, and the next one retries."""
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None)
+            try:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            finally:
+                conn.close()
+        except (sqlite3.Error, OSError) as exc:
+            log.warning("session store %s: checkpoint failed: %s", self.path, exc)
 
     def _checked(
         self, fn: Callable[[sqlite3.Connection], _T], conn: sqlite3.Connection, write: bool
@@ -444,7 +487,7 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
             ).rowcount
 
         while await self._run(some_updates, write=True):
-            pass
+            await anyio.lowlevel.checkpoint()  # others' turns go on between batches
 
         def rest(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM sessions WHERE id = ? AND owner = ?", (session_id, owner))
@@ -455,17 +498,15 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
         """Give the space of deleted rows back to the file system (holds the write lock
         for as long as it takes: only when asked)."""
 
-        def run() -> None:
-            conn = self._conn
-            if conn is None:
-                raise anyio.ClosedResourceError
-            try:
-                conn.execute("VACUUM")
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-            except (sqlite3.Error, OSError) as exc:
-                raise self._failed(str(exc)) from None
-
-        await anyio.to_thread.run_sync(run, limiter=self._limiter)
+        await anyio.lowlevel.checkpoint()
+        conn = self._conn
+        if conn is None:
+            raise anyio.ClosedResourceError
+        try:
+            conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failed(str(exc)) from None
 
     async def load_history(self, owner: str, session_id: str) -> builtins.list[TurnRecord]:
         def run(conn: sqlite3.Connection) -> builtins.list[TurnRecord]:

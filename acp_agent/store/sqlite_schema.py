@@ -1,7 +1,8 @@
 """Opening the SQLite store's file: its pragmas, its schema and the schema's version.
 
-It owns what a connection is set to (WAL, ``synchronous=NORMAL``, a short busy timeout:
-the store retries and logs longer waits), the tables and indexes, the one transaction
+It owns what a connection is set to (WAL, ``synchronous=NORMAL``, no busy timeout and no
+automatic checkpoints: the store waits out another process's lock asynchronously, and
+checkpoints off the event loop), the tables and indexes, the one transaction
 helper, and what to say when a file cannot be opened. The statements that read and write
 sessions live in ``sqlite``. The schema's version is ``PRAGMA user_version``; a file of
 another version is refused (nothing released has another).
@@ -17,7 +18,6 @@ from typing import Final, TypeVar
 from acp_agent.store.files import create_private_file
 
 __all__ = [
-    "BUSY_TIMEOUT_MS",
     "SCHEMA_VERSION",
     "SchemaVersionError",
     "connect",
@@ -27,8 +27,8 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-BUSY_TIMEOUT_MS: Final = 200  # one wait for another process's lock (the store retries)
 SCHEMA_VERSION: Final = 1
+OPEN_BUSY_TIMEOUT_MS: Final = 200  # opening waits this long for another process's lock
 
 _SCHEMA: Final = (
     """
@@ -73,11 +73,13 @@ def connect(path: Path) -> sqlite3.Connection:
     create_private_file(path)
     conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
     try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS:d}")
+        conn.execute(f"PRAGMA busy_timeout = {OPEN_BUSY_TIMEOUT_MS:d}")
         conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")  # checkpoints leave the commit path
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         transaction(conn, lambda: _create_schema(conn), write=True)
+        conn.execute("PRAGMA busy_timeout = 0")  # from now on the store waits, asynchronously
     except BaseException:
         conn.close()
         raise

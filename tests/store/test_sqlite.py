@@ -468,3 +468,35 @@ async def test_prune_deletes_in_small_transactions_and_spares_held_sessions(
         assert statements.count("BEGIN IMMEDIATE") >= len(deletes) + 1
         assert sorted(r.session_id for r in (await store.list(ME))[0]) == ["held", "new"]
         assert raw(db, "SELECT count(*) FROM turns WHERE session_id = 'old'") == [(0,)]
+
+
+async def test_commits_leave_checkpoints_to_a_thread_of_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_BYTES", 64 * 1024)
+    db = tmp_path / "s.sqlite3"
+    seen: list[str] = []
+    checkpoint = sqlite_store.SqliteSessionStore._checkpoint_passive
+
+    def on_its_thread(store: sqlite_store.SqliteSessionStore) -> None:
+        seen.append(threading.current_thread().name)
+        checkpoint(store)
+
+    monkeypatch.setattr(sqlite_store.SqliteSessionStore, "_checkpoint_passive", on_its_thread)
+    async with await SqliteSessionStore.open(db) as store:
+        conn = store._conn
+        assert conn is not None
+        assert conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)  # none on commit
+        assert conn.execute("PRAGMA busy_timeout").fetchone() == (0,)  # waits are the store's
+        await store.create(SessionRecord("s", cwd="/"))
+        before = db.stat().st_size
+        big = item(text="x" * 20_000)
+        for n in range(8):  # past 64 KiB of WAL
+            await store.write_turn(TurnWrite("s", f"t{n}", begin=[big], end="end_turn"))
+        running = store._checkpoint
+        assert running is not None
+        await anyio.to_thread.run_sync(running.join)
+        assert seen and seen[0] == "acp-sqlite-checkpoint"
+        assert threading.current_thread().name not in seen
+        assert db.stat().st_size > before  # the WAL's pages are in the database file now
+        assert len(await store.load_history(ME, "s")) == 8
