@@ -34,6 +34,13 @@ class GatedTransport:
         pass
 
 
+def gated(limit: int) -> tuple[GatedTransport, anyio.Event, _Writer]:
+    """A writer whose sends wait until the returned event is set."""
+    transport = GatedTransport()
+    transport.gate = gate = anyio.Event()
+    return transport, gate, _Writer(transport, limit)
+
+
 async def test_with_no_write_in_progress_the_sender_writes_its_frame_at_once() -> None:
     transport = GatedTransport()
     writer = _Writer(transport, 8)
@@ -44,9 +51,7 @@ async def test_with_no_write_in_progress_the_sender_writes_its_frame_at_once() -
 
 
 async def test_frames_queued_during_a_write_leave_in_order_in_one_write() -> None:
-    transport = GatedTransport()
-    transport.gate = gate = anyio.Event()
-    writer = _Writer(transport, 8)
+    transport, gate, writer = gated(8)
     async with anyio.create_task_group() as tg:
         tg.start_soon(writer.write, b"first ")
         await wait_all_tasks_blocked()
@@ -58,9 +63,7 @@ async def test_frames_queued_during_a_write_leave_in_order_in_one_write() -> Non
 
 
 async def test_a_full_queue_makes_senders_wait_for_room_and_keeps_their_order() -> None:
-    transport = GatedTransport()
-    transport.gate = gate = anyio.Event()
-    writer = _Writer(transport, 1)
+    transport, gate, writer = gated(1)
     done: list[bytes] = []
 
     async def send(frame: bytes) -> None:
@@ -80,9 +83,7 @@ async def test_a_full_queue_makes_senders_wait_for_room_and_keeps_their_order() 
 
 
 async def test_a_cancelled_sender_still_writes_its_whole_frame_then_sees_the_cancel() -> None:
-    transport = GatedTransport()
-    transport.gate = gate = anyio.Event()
-    writer = _Writer(transport, 8)
+    transport, gate, writer = gated(8)
     outcome: list[str] = []
 
     async def send() -> None:
@@ -125,9 +126,7 @@ async def test_aclose_writes_what_is_queued_and_gives_up_a_stuck_write_after_the
 
 
 async def test_aclose_waits_for_the_write_in_progress() -> None:
-    transport = GatedTransport()
-    transport.gate = gate = anyio.Event()
-    writer = _Writer(transport, 8)
+    transport, gate, writer = gated(8)
     async with anyio.create_task_group() as tg:
         tg.start_soon(writer.write, b"a")
         await wait_all_tasks_blocked()
