@@ -217,20 +217,37 @@ class Turn:
     ``cancelled``, or, when the time limit came first, None (an error answer).
     """
 
-    __slots__ = ("_saving", "_stop_reason", "cancel_reason", "done", "scope", "turn_id")
+    __slots__ = (
+        "_done",
+        "_finished",
+        "_saving",
+        "_stop_reason",
+        "cancel_reason",
+        "scope",
+        "turn_id",
+    )
 
     def __init__(self, turn_id: str) -> None:
         self.turn_id = turn_id
         self.scope = anyio.CancelScope()
         self.cancel_reason: CancelReason | None = None
-        #: set once :meth:`finish` has run
-        self.done = anyio.Event()
+        self._finished = False
+        self._done: anyio.Event | None = None  # made only for someone who waits
         self._stop_reason: str | None = None
         self._saving: anyio.CancelScope | None = None
 
     @property
     def finished(self) -> bool:
-        return self.done.is_set()
+        return self._finished
+
+    @property
+    def done(self) -> anyio.Event:
+        """Set once :meth:`finish` has run."""
+        if self._done is None:
+            self._done = anyio.Event()
+            if self._finished:
+                self._done.set()
+        return self._done
 
     @property
     def cancelled(self) -> bool:
@@ -284,7 +301,9 @@ class Turn:
             self._stop_reason = None
         else:
             self._stop_reason = stop_reason
-        self.done.set()
+        self._finished = True
+        if self._done is not None:
+            self._done.set()
         return self._stop_reason
 
     @property

@@ -27,7 +27,7 @@ from .options import ServerOptions
 from .preflight import waiting_note
 from .server import AcpServer
 from .store import SessionStore, StoreFailed, open_store
-from .transport import StdioTransport, reserve_stdout
+from .transport import open_stdio, reserve_stdout
 
 log = logging.getLogger("acp_agent.runner")
 
@@ -80,7 +80,7 @@ async def serve_stdio(
         if opened is not None
         else await open_store(name, lease_timeout=lease_timeout, agent=store_name(agent))
     )
-    transport = StdioTransport(read_fd, write_fd)
+    transport = open_stdio(read_fd, write_fd)
     server = AcpServer(agent, the_store, options)
     try:
         async with anyio.create_task_group() as tg:

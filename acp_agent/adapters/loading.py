@@ -55,7 +55,7 @@ from ..server import AcpServer, connect
 from ..server.handshake import Handshake
 from ..server.params import check_mcp_servers
 from ..store import StoreFailed, open_store
-from ..transport import StdioTransport, reserve_stdout
+from ..transport import open_stdio, reserve_stdout
 from . import LoadError, load
 
 log = logging.getLogger("acp_agent.adapters.loading")
@@ -250,7 +250,7 @@ class _Loading:
             await self.ended.wait()
 
     async def serve(self, write_fd: int) -> None:
-        transport = StdioTransport(0, write_fd)
+        transport = open_stdio(0, write_fd)
         self.conn = conn = connect(transport, self.method_table(), self.options)
         try:
             async with anyio.create_task_group() as tg:

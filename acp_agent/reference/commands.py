@@ -91,7 +91,7 @@ async def tools(turn: PromptTurn, line: CommandLine) -> StopReason:
     n = line.count(0, "n")
     line.at_most(1)
     for i in range(1, n + 1):
-        call = await turn.client.tool_call(f"tool {i}", kind="other")
+        call = await turn.client.tool_call(f"tool {i}", kind="other", name=f"tool_{i}")
         await call.start()
         await call.complete([text_content(f"done {i}")])
     return "end_turn"

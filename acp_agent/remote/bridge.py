@@ -22,7 +22,7 @@ import anyio
 
 from .._loop import run
 from ..jsonrpc import LineBuffer
-from ..transport import StdioTransport, reserve_stdout
+from ..transport import open_stdio, reserve_stdout
 from ..transport.remote import open_remote, read_token, tls_context
 
 __all__ = ["main"]
@@ -31,7 +31,7 @@ MAX_LINE = 64 * 1024 * 1024
 
 
 async def bridge(url: str, token: str | None, out_fd: int, ca_file: str | None = None) -> None:
-    stdio = StdioTransport(0, out_fd)
+    stdio = open_stdio(0, out_fd)
     lines = LineBuffer(MAX_LINE)
     async with open_remote(url, token=token, max_message=MAX_LINE, ca_file=ca_file) as remote:
 

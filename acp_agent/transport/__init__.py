@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .base import Transport
 from .memory import MemoryTransport, memory_pair
-from .stdio import StdioTransport, StdoutReservation, reserve_stdout
+from .stdio import StdioTransport, StdoutReservation, open_stdio, reserve_stdout
 
 __all__ = [
     "MemoryTransport",
@@ -20,5 +20,6 @@ __all__ = [
     "StdoutReservation",
     "Transport",
     "memory_pair",
+    "open_stdio",
     "reserve_stdout",
 ]

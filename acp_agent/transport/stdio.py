@@ -8,7 +8,8 @@ This module owns two things:
   waits with ``anyio.wait_readable`` / ``anyio.wait_writable``. That needs no
   worker threads and works on asyncio and trio alike. It is POSIX-only: on
   Windows those waits do not support pipes. Every read fills one buffer kept for
-  the transport's life.
+  the transport's life. :func:`open_stdio` picks it for the running loop: on
+  asyncio and uvloop, reads wait on a reader kept registered with the loop.
 - :func:`reserve_stdout`: moves the protocol's stdout out of reach of everything
   else in the process (``print``, logging, C libraries, child processes), so
   that nothing but protocol frames is ever written to the real stdout.
@@ -18,6 +19,7 @@ It deliberately knows nothing of frames, JSON-RPC or ACP: it moves bytes.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import logging
@@ -31,7 +33,9 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-__all__ = ["StdioTransport", "StdoutReservation", "reserve_stdout"]
+from .._loop import running_asyncio_loop
+
+__all__ = ["StdioTransport", "StdoutReservation", "open_stdio", "reserve_stdout"]
 
 
 PIPE_BYTES: Final = 1 << 20  # what a pipe is asked to hold (Linux's default is 64 KiB)
@@ -140,13 +144,17 @@ class StdioTransport(anyio.abc.AsyncResource):
             except OSError as exc:
                 raise anyio.BrokenResourceError(f"reading fd {fd} failed: {exc}") from exc
             if data is None:
-                await anyio.wait_readable(fd)
+                await self._wait_readable(fd)
                 waited = True
                 continue
             if not waited:
                 # The read did not wait: still let other tasks run.
                 await anyio.lowlevel.cancel_shielded_checkpoint()
             return data
+
+    async def _wait_readable(self, fd: int) -> None:
+        """Wait until ``fd`` can be read: a registration with the loop per wait."""
+        await anyio.wait_readable(fd)
 
     async def send(self, data: bytes) -> None:
         """Write all of ``data``, waiting while the descriptor is full."""
@@ -203,6 +211,56 @@ class StdioTransport(anyio.abc.AsyncResource):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<StdioTransport read_fd={self._read_fd} write_fd={self._write_fd} {state}>"
+
+
+class _AsyncioStdioTransport(StdioTransport):
+    """:class:`StdioTransport` whose reads wait on a reader kept registered with the
+    asyncio loop (uvloop too), instead of one registration (``epoll_ctl`` calls, an
+    event) per wait. Readiness that finds no read waiting unregisters it, so a loop
+    never spins on input nobody reads; the next wait registers it again."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loop: asyncio.AbstractEventLoop | None = None  # where the reader is registered
+        self._waiter: asyncio.Future[None] | None = None
+
+    async def _wait_readable(self, fd: int) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            loop.add_reader(fd, self._readable)
+            self._loop = loop
+        waiter = self._waiter = loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _readable(self) -> None:
+        waiter = self._waiter
+        if waiter is None:
+            self._unregister()
+        elif not waiter.done():
+            waiter.set_result(None)
+
+    def _unregister(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self._read_fd)
+            self._loop = None
+
+    async def aclose(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(anyio.ClosedResourceError())
+        self._unregister()
+        await super().aclose()
+
+
+def open_stdio(read_fd: int = 0, write_fd: int = 1, **kwargs: Any) -> StdioTransport:
+    """The stdio transport for the running event loop (the one place they differ): on
+    asyncio and uvloop a reader kept registered, on trio a ``wait_readable`` per wait.
+    Takes :class:`StdioTransport`'s arguments."""
+    cls = StdioTransport if running_asyncio_loop() is None else _AsyncioStdioTransport
+    return cls(read_fd, write_fd, **kwargs)
 
 
 def _flush(stream: IO[Any] | None) -> None:

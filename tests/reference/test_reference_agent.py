@@ -113,6 +113,7 @@ async def check_plan_and_tools(client: ProcessClient, sid: str, tmp_path: Path) 
     for i in (1, 2):
         call, started, done = turn.updates[3 * (i - 1) : 3 * i]
         assert call["title"] == f"tool {i}" and call["kind"] == "other"
+        assert call["name"] == f"tool_{i}"
         assert call["status"] == "pending"
         assert started["status"] == "in_progress"
         assert done["status"] == "completed"

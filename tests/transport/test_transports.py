@@ -5,7 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import pathlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -15,7 +15,7 @@ from anyio import wait_all_tasks_blocked
 
 from acp_agent.errors import OversizedLine
 from acp_agent.jsonrpc import LineBuffer
-from acp_agent.transport import StdioTransport, Transport, memory_pair, stdio
+from acp_agent.transport import StdioTransport, Transport, memory_pair, open_stdio, stdio
 
 pytestmark = pytest.mark.anyio
 
@@ -23,12 +23,14 @@ Pair = tuple[Transport, Transport]
 
 
 @asynccontextmanager
-async def pipe_pair(**kwargs: int) -> AsyncIterator[tuple[StdioTransport, StdioTransport]]:
+async def pipe_pair(
+    opener: Callable[..., StdioTransport] = StdioTransport, **kwargs: int
+) -> AsyncIterator[tuple[StdioTransport, StdioTransport]]:
     """Two StdioTransports joined by two os.pipe()s; each owns the fds it uses."""
     a_to_b_r, a_to_b_w = os.pipe()
     b_to_a_r, b_to_a_w = os.pipe()
-    a = StdioTransport(b_to_a_r, a_to_b_w, closefd=True, **kwargs)
-    b = StdioTransport(a_to_b_r, b_to_a_w, closefd=True, **kwargs)
+    a = opener(b_to_a_r, a_to_b_w, closefd=True, **kwargs)
+    b = opener(a_to_b_r, b_to_a_w, closefd=True, **kwargs)
     try:
         yield a, b
     finally:
@@ -43,11 +45,12 @@ async def open_pair(kind: str) -> AsyncIterator[Pair]:
         async with a, b:
             yield a, b
     else:
-        async with pipe_pair() as (sa, sb):
+        # "pipe-loop": the running loop's stdio transport (a kept reader on asyncio)
+        async with pipe_pair(open_stdio if kind == "pipe-loop" else StdioTransport) as (sa, sb):
             yield sa, sb
 
 
-@pytest.fixture(params=["memory", "pipe"])
+@pytest.fixture(params=["memory", "pipe", "pipe-loop"])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -69,6 +72,19 @@ async def receive_until_eof(t: Transport) -> bytes:
             got += await t.receive()
         except anyio.EndOfStream:
             return bytes(got)
+
+
+async def test_open_stdio_keeps_a_reader_registered_on_asyncio_only(
+    anyio_backend_name: str,
+) -> None:
+    async with pipe_pair(open_stdio) as (a, b):
+        registered = isinstance(a, stdio._AsyncioStdioTransport)
+        assert registered == (anyio_backend_name == "asyncio")
+        await b.send(b"early")  # readable while nobody waits: the reader lets go
+        await anyio.wait_all_tasks_blocked()
+        assert await a.receive() == b"early"
+        await b.send(b"late")
+        assert await a.receive() == b"late"
 
 
 async def test_implementations_satisfy_the_protocol() -> None:
