@@ -147,6 +147,8 @@ class ChatApp:
                 self.renderer.info("bye")
                 return 0
         except ConnectionClosed as exc:
+            if self.client is None:
+                raise  # could not start or reach the agent: the message names it, main prints it
             self.renderer.error(f"{self._program()}: {exc}")
             self._show_stderr(tail=20)
             return 1

@@ -343,3 +343,28 @@ def test_an_agent_that_asks_to_log_in_says_how(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "did not open the session" in result.stdout
     assert "to log in: Log in with an API key (run the agent with: login)" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ("--url", "http://127.0.0.1:1/acp"),
+            "acp-agent-kit chat: cannot connect to http://127.0.0.1:1/acp: ",
+        ),
+        (
+            ("--url", "ws://127.0.0.1:1/acp"),
+            "acp-agent-kit chat: cannot connect to ws://127.0.0.1:1/acp: ",
+        ),
+        (("--", "/nonexistent/agent"), "acp-agent-kit chat: cannot start '/nonexistent/agent': "),
+    ],
+)
+def test_an_agent_that_cannot_be_reached_is_one_line_naming_it_once(
+    args: tuple[str, ...], line: str
+) -> None:
+    done = cli("chat", *args)
+    assert done.returncode == 1, done
+    assert done.stdout == ""
+    assert done.stderr.startswith(line) and done.stderr.count("\n") == 1, done.stderr
+    named = args[-1]
+    assert done.stderr.count(named) == 1, done.stderr

@@ -63,3 +63,13 @@ def test_the_icon_is_a_16_pixel_square_in_the_current_colour() -> None:
         for attribute in ("fill", "stroke"):
             assert element.get(attribute) in (None, "currentColor", "none", "inherit")
         assert "color" not in (element.get("style") or "")
+
+
+def test_the_project_has_one_name() -> None:
+    # the registry entry, the site's title, the README's title and the distribution
+    readme_title = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[0]
+    site_name = re.search(r"^site_name: (.+)$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    distribution = re.search(r'^name = "([^"]+)"$', PYPROJECT, re.M)
+    assert site_name is not None and distribution is not None
+    names = {manifest()["name"], manifest()["id"], site_name[1], readme_title.removeprefix("# ")}
+    assert names == {distribution[1]} == {"acp-agent-kit"}
