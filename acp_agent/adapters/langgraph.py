@@ -150,10 +150,14 @@ class LangGraphAgent(ServersAgent):
     def _ready(self) -> tuple[Any, SessionCheckpointer]:
         """The graph on our checkpointer (made at the first turn: imports LangGraph)."""
         if self._graph is None or self._saver is None:
-            from ._langgraph_runtime import SessionCheckpointer
+            from ._langgraph_runtime import SessionCheckpointer, whole_channels
 
             self._saver = SessionCheckpointer()
-            self._graph = self.graph_given.copy(update={"checkpointer": self._saver})
+            update: JSON = {"checkpointer": self._saver}
+            channels = whole_channels(self.graph_given.channels)
+            if channels is not None:
+                update["channels"] = channels
+            self._graph = self.graph_given.copy(update=update)
             for node in self.graph_given.nodes.values():
                 for tool_name, tool in (getattr(node.bound, "tools_by_name", None) or {}).items():
                     self.metadata[tool_name] = getattr(tool, "metadata", None) or {}
