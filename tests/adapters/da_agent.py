@@ -12,7 +12,8 @@ from langchain.agents.middleware import TodoListMiddleware
 from langchain_core.tools import tool
 
 from acp_agent.adapters.deep_agents import editor_backend, serve
-from acp_agent.adapters.langgraph import session_mcp
+from acp_agent.adapters.langgraph import editor_tools, session_mcp
+from tests.adapters import lg_agent
 from tests.adapters.lg_agent import model
 
 
@@ -48,3 +49,23 @@ agent = create_deep_agent(
     interrupt_on={"run_command": {"allowed_decisions": ["approve", "reject"]}},
 )
 served = serve(agent)
+
+
+# -- for conformance: the reference agent's commands, with lg_agent's tools; the editor's
+# read_file / write_file (the ``path`` the fake model's commands give; writes asking first)
+# take the place of Deep Agents' own (``file_path``), as a tool the user gives does
+conformance = serve(
+    create_deep_agent(
+        model,
+        [
+            lg_agent.add,
+            lg_agent.update_plan,
+            lg_agent.notify,
+            lg_agent.compact_context,
+            *editor_tools(),
+        ],
+        backend=editor_backend(),
+        middleware=[session_mcp()],
+    ),
+    commands=lg_agent.served.slash_commands,
+)
