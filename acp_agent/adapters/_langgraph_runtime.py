@@ -12,11 +12,12 @@ Only :mod:`acp_agent.adapters.langgraph` imports this module, and only when a gr
 first served, so that importing the adapter does not import LangGraph.
 
 One thread is one ACP session. Only the latest checkpoint of each namespace is kept
-(no time travel): a graph whose state uses LangGraph's beta ``DeltaChannel`` is not
-supported. A checkpoint is kept without its channel values; each channel's latest value is
-kept beside it, serialized when its version changes (``new_versions``), so that a step
-that leaves the conversation alone does not serialize it again. A list value is serialized
-entry by entry, so that what a turn appended to it can be told apart and saved alone
+(no time travel): a graph whose state uses LangGraph's beta ``DeltaChannel`` (Deep Agents)
+is served with those channels made whole (:func:`whole_channels`). A checkpoint is kept
+without its channel values; each channel's latest value is kept beside it, serialized when
+its version changes (``new_versions``), so that a step that leaves the conversation alone
+does not serialize it again. A list value is serialized entry by entry, so that what a turn
+appended to it can be told apart and saved alone
 (:mod:`acp_agent.adapters._langgraph_memory`).
 """
 
@@ -53,6 +54,7 @@ __all__ = [
     "cancelled_result",
     "editor_tools",
     "user_message",
+    "whole_channels",
 ]
 
 
@@ -159,6 +161,30 @@ def _split(
         values[channel] = kept if kept is not None else _dump(serde, value)
     bare = serde.dumps_typed({**checkpoint, "channel_values": {}})
     return bare, values
+
+
+def whole_channels(channels: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``channels`` (a compiled graph's) with each beta ``DeltaChannel`` (Deep Agents'
+    ``messages`` and ``files``) made a channel that checkpoints its whole value, folding
+    each write with the same reducer (``DeltaChannel`` reducers fold a batch as its
+    writes one by one); None when there is none. A ``DeltaChannel`` rebuilds its value
+    from every ancestor checkpoint's writes, which a checkpointer keeping only the latest
+    checkpoint does not have."""
+    from langgraph.channels.binop import BinaryOperatorAggregate
+    from langgraph.channels.delta import DeltaChannel
+
+    def folding(reducer: Callable[[Any, Sequence[Any]], Any]) -> Callable[[Any, Any], Any]:
+        return lambda value, write: reducer(value, [write])
+
+    if not any(isinstance(c, DeltaChannel) for c in channels.values()):
+        return None
+    made = dict(channels)
+    for name, channel in channels.items():
+        if isinstance(channel, DeltaChannel):
+            whole: Any = BinaryOperatorAggregate(channel.typ, folding(channel.reducer))
+            whole.key = channel.key
+            made[name] = whole
+    return made
 
 
 class SessionCheckpointer(BaseCheckpointSaver[str]):

@@ -21,7 +21,11 @@ Owns :class:`LangGraphAgent` and the translation of one graph run into ACP updat
   a turn starts (in this process or after ``session/load`` in another), what the turn
   changed in it saved with the turn's end (:mod:`~acp_agent.adapters._langgraph_memory`)
   and the thread dropped from memory after it; a tool call a cancelled turn left
-  without a result gets one before the next prompt, so the model's history stays valid.
+  without a result gets one before the next prompt, so the model's history stays valid;
+* MCP: the servers a client gives in ``session/new``/``load``, connected with this
+  project's own MCP host (:mod:`~acp_agent.adapters._langgraph_mcp`) and held for the
+  session (:mod:`~acp_agent.adapters.mcp_servers`), reach a graph made with
+  :func:`session_mcp` among its middleware as LangChain tools, beside its own.
 
 LangGraph runs on asyncio only. Nothing of LangGraph or LangChain is imported until a
 graph is first served.
@@ -29,14 +33,16 @@ graph is first served.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from ..agent import Agent, Command, ConfigOption, PromptTurn, StopReason
+from ..agent import Command, ConfigOption, PromptTurn, StopReason
 from ..errors import InternalError
 from ..session import Session
 from ._langgraph_memory import changes, fold
+from .mcp_servers import ServersAgent, SessionServers, installed
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
 from .turns import (
     PATH_KEY,
@@ -49,14 +55,21 @@ from .turns import (
 )
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
+    from ._langgraph_mcp import McpServer
     from ._langgraph_runtime import SessionCheckpointer
 
 JSON = dict[str, Any]
 
-__all__ = ["LangGraphAgent", "adapt", "editor_tools"]
+log = logging.getLogger("acp_agent.adapters.langgraph")
+
+__all__ = ["LangGraphAgent", "adapt", "editor_tools", "session_mcp"]
 
 #: the node-update key under which LangGraph reports the run's interrupts
 INTERRUPT_KEY: Final = "__interrupt__"
+#: the name of :func:`session_mcp`'s middleware (a graph with it has a node so prefixed)
+MIDDLEWARE_NAME: Final = "acp_session_mcp"
 #: the tool's result, sent as a ``respond`` decision, where a call may not be rejected
 DECLINED: Final = "The user declined to run this tool."
 
@@ -72,12 +85,22 @@ def editor_tools(*, approve_writes: bool = True, approve_commands: bool = True) 
     return list(made(approve_writes=approve_writes, approve_commands=approve_commands))
 
 
+def session_mcp() -> Any:
+    """The middleware (for ``create_agent(..., middleware=[...])`` or
+    ``create_deep_agent``) that gives the graph the MCP servers' tools of the session
+    its turn belongs to: offered to the model beside the graph's own tools, and run by
+    its tool node. Outside a turn served by :class:`LangGraphAgent` it adds nothing."""
+    from ._langgraph_mcp import SessionMcpMiddleware
+
+    return SessionMcpMiddleware()
+
+
 def adapt(graph: Any) -> LangGraphAgent:
     """The registry's entry point: a compiled graph -> an :class:`Agent`."""
     return LangGraphAgent(graph)
 
 
-class LangGraphAgent(Agent):
+class LangGraphAgent(ServersAgent):
     """An ACP agent running a compiled LangGraph graph whose state has ``messages``.
 
     A tool's ``metadata`` declares its ACP kind (``acp_kind``), the argument holding the
@@ -89,9 +112,12 @@ class LangGraphAgent(Agent):
     ``model`` config option; the chosen one reaches the graph as
     ``config["configurable"]["model"]``, which a model made with
     ``init_chat_model(..., configurable_fields=("model",))`` follows.
+    The session's MCP servers reach a graph that has :func:`session_mcp`'s middleware.
     """
 
     name = "langgraph"
+    # this project's MCP host (the mcp package) speaks streamable HTTP besides stdio
+    mcp_http: ClassVar[bool] = installed("mcp")
 
     def __init__(
         self,
@@ -114,19 +140,45 @@ class LangGraphAgent(Agent):
         self._saver: SessionCheckpointer | None = None
         #: tool name -> its metadata (the ``acp_*`` keys are read)
         self.metadata: dict[str, Mapping[str, Any]] = {}
+        #: the MCP servers of the sessions, held open (for a graph that takes them)
+        self.mcp: SessionServers[McpServer] = SessionServers(_open_server, _ping)
+        nodes = getattr(graph, "nodes", None) or {}
+        self.takes_mcp = any(str(n).startswith(f"{MIDDLEWARE_NAME}.") for n in nodes)
+        self.mcp_http = self.takes_mcp and installed("mcp")  # type: ignore[misc]
+        self._untaken_noted = False
 
     def _ready(self) -> tuple[Any, SessionCheckpointer]:
         """The graph on our checkpointer (made at the first turn: imports LangGraph)."""
         if self._graph is None or self._saver is None:
-            from ._langgraph_runtime import SessionCheckpointer
+            from ._langgraph_runtime import SessionCheckpointer, whole_channels
 
             self._saver = SessionCheckpointer()
-            self._graph = self.graph_given.copy(update={"checkpointer": self._saver})
+            update: JSON = {"checkpointer": self._saver}
+            channels = whole_channels(self.graph_given.channels)
+            if channels is not None:
+                update["channels"] = channels
+            self._graph = self.graph_given.copy(update=update)
             for node in self.graph_given.nodes.values():
                 for tool_name, tool in (getattr(node.bound, "tools_by_name", None) or {}).items():
                     self.metadata[tool_name] = getattr(tool, "metadata", None) or {}
             self.metadata.update(self.given_metadata)
         return self._graph, self._saver
+
+    async def new_session(self, session: Session) -> None:
+        self._hold_servers(session)
+
+    async def load_session(self, session: Session) -> None:
+        self._hold_servers(session)
+
+    def _hold_servers(self, session: Session) -> None:
+        if self.takes_mcp:
+            self.mcp.start(session)
+        elif session.mcp_servers and not self._untaken_noted:
+            self._untaken_noted = True
+            log.warning(
+                "the graph has no session_mcp() middleware: the session's MCP servers "
+                "are not connected"
+            )
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands
@@ -144,6 +196,12 @@ class LangGraphAgent(Agent):
     async def prompt(self, turn: PromptTurn) -> StopReason:
         require_asyncio("LangGraph")
         graph, saver = self._ready()
+        if self.takes_mcp:
+            servers = await self.mcp.ready(turn.session)
+            if turn.session.mcp_servers:
+                from ._langgraph_mcp import set_turn_tools
+
+                set_turn_tools(turn.session.state, servers)
         thread = turn.session.session_id
         # the session's saved turns fold into the thread: restored for the turn, what the
         # turn changed in it saved with its end, and the thread dropped after it
@@ -435,6 +493,18 @@ class _GraphRun:
         if "reject" in allowed:
             return {"type": "reject"}
         return {"type": "respond", "message": DECLINED}
+
+
+def _open_server(spec: Mapping[str, Any], cwd: str) -> AbstractAsyncContextManager[McpServer]:
+    from ._langgraph_mcp import open_server
+
+    return open_server(spec, cwd)
+
+
+async def _ping(server: McpServer) -> None:
+    from ._langgraph_mcp import ping
+
+    await ping(server)
 
 
 # -- pure helpers ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -39,6 +40,7 @@ __all__ = [
     "ServersAgent",
     "SessionServers",
     "answered",
+    "installed",
     "server_env",
     "server_name",
 ]
@@ -52,6 +54,14 @@ Opener = Callable[[Mapping[str, Any], str], AbstractAsyncContextManager[T]]
 STATE_KEY: Final = "adapters.mcp"
 #: how long a held server may take to answer the ping before a turn
 PING_BOUND: Final = 5.0
+
+
+def installed(package: str) -> bool:
+    """Whether an MCP client ``package`` is installed (nothing is imported)."""
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # hidden or half-installed
+        return False
 
 
 class McpServerFailed(InternalError):

@@ -39,7 +39,15 @@ import anyio
 
 from ..held_servers import Held, HeldServers, describe, server_env, server_name
 
-__all__ = ["McpHost", "McpSessionLink", "McpTool", "describe", "mcp_available"]
+__all__ = [
+    "McpHost",
+    "McpSessionLink",
+    "McpTool",
+    "connect",
+    "describe",
+    "mcp_available",
+    "tool_result_text",
+]
 
 log = logging.getLogger("acp_agent.llm.mcp")
 
@@ -141,8 +149,9 @@ class McpSessionLink:
 
 
 @asynccontextmanager
-async def _connect(server: Held[_Connection], cwd: str) -> AsyncIterator[_Connection]:
-    """Open the server, initialize the session and list its tools; close it on exit."""
+async def connect(server: Held[Any], cwd: str) -> AsyncIterator[_Connection]:
+    """Open the server, initialize the session and list its tools; close it on exit
+    (the LangGraph adapter's MCP servers are connected this way too)."""
     async with AsyncExitStack() as stack:
         from mcp import ClientSession
 
@@ -152,7 +161,7 @@ async def _connect(server: Held[_Connection], cwd: str) -> AsyncIterator[_Connec
         yield _Connection(session, await _list_tools(session))
 
 
-async def _open(stack: AsyncExitStack, server: Held[_Connection], cwd: str) -> tuple[Any, Any]:
+async def _open(stack: AsyncExitStack, server: Held[Any], cwd: str) -> tuple[Any, Any]:
     spec = server.spec
     kind = spec.get("type")
     if kind == "http":
@@ -210,7 +219,7 @@ async def _list_tools(session: Any) -> list[Any]:
     return tools
 
 
-def _tool_result_text(result: Any) -> tuple[str, bool]:
+def tool_result_text(result: Any) -> tuple[str, bool]:
     parts: list[str] = []
     for block in getattr(result, "content", None) or []:
         kind = getattr(block, "type", None)
@@ -267,7 +276,7 @@ class McpHost(HeldServers[_Connection]):
             link.ready.set()
             return link
         for server in link.servers:
-            self.hold(group, server, functools.partial(_connect, server, cwd), link._settled)
+            self.hold(group, server, functools.partial(connect, server, cwd), link._settled)
         return link
 
     async def wait_ready(self, link: McpSessionLink) -> None:
@@ -283,7 +292,7 @@ class McpHost(HeldServers[_Connection]):
         connection = server.value
         if connection is None:
             raise RuntimeError(f"MCP server {server.name!r} is not connected")
-        return _tool_result_text(await connection.session.call_tool(tool.tool, args))
+        return tool_result_text(await connection.session.call_tool(tool.tool, args))
 
     async def close_session(self, link: McpSessionLink) -> None:
         """Stop the session's servers and wait until they have stopped (shielded, bounded)."""

@@ -9,7 +9,8 @@ models (its model follows ``configurable["model"]``); ``terminals`` runs command
 client's terminal without asking; ``reasoner`` and ``plain_reasoner`` answer the fake
 endpoint's reasoning scenario with a model that keeps ``reasoning_content`` (as provider
 packages such as langchain-deepseek do) and with ``ChatOpenAI``, which drops it.
-``planner`` keeps a todo list (langchain's ``write_todos``); ``thinker`` answers with a
+``mcp_user`` takes the session's MCP servers' tools (``session_mcp``). ``planner`` keeps a
+todo list (langchain's ``write_todos``); ``thinker`` answers with a
 reasoning block; ``served`` is the agent conformance runs (the reference agent's commands,
 the editor's tools).
 """
@@ -29,7 +30,7 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from langgraph.types import interrupt
 
-from acp_agent.adapters.langgraph import LangGraphAgent, editor_tools
+from acp_agent.adapters.langgraph import LangGraphAgent, editor_tools, session_mcp
 from acp_agent.adapters.turns import current_turn
 from acp_agent.errors import CapabilityError
 
@@ -74,6 +75,8 @@ middleware = (
     ]
 )
 agent = create_agent(model, [read_file, run_command], middleware=middleware)
+
+mcp_user = create_agent(model, [read_file], middleware=[session_mcp()])
 
 planner = create_agent(model, [read_file], middleware=[TodoListMiddleware()])
 

@@ -26,7 +26,8 @@ MCP_REMOTE = {"mcpCapabilities.http", "mcpCapabilities.sse"}
 
 #: object -> (the framework it needs, the capabilities of its own answer that ``--agent``
 #: does not announce: docs/adapters.md says so): pydantic-ai's images and resources, and
-#: the remote MCP transports of the pydantic-ai and Agents SDK adapters
+#: the remote MCP transports of the pydantic-ai and Agents SDK adapters and of a LangGraph
+#: graph with session_mcp()
 OBJECTS: dict[str, tuple[str | None, set[str]]] = {
     "tests.adapters.plain_agent:agent": (None, set()),
     "tests.adapters.example_pydantic:agent": (
@@ -34,6 +35,7 @@ OBJECTS: dict[str, tuple[str | None, set[str]]] = {
         {"promptCapabilities.image", "promptCapabilities.embeddedContext", *MCP_REMOTE},
     ),
     "tests.adapters.lg_agent:agent": ("langgraph", set()),
+    "tests.adapters.lg_agent:mcp_user": ("langgraph", {"mcpCapabilities.http"}),
     "tests.adapters.oa_agent:served": ("agents", MCP_REMOTE),
 }
 

@@ -1,5 +1,6 @@
 """MCP servers given in ``session/new`` / ``session/load``, connected by the pydantic-ai
-and OpenAI Agents SDK adapters with their framework's own MCP client: a real
+and OpenAI Agents SDK adapters with their framework's own MCP client, and by the
+LangGraph adapter with this project's own MCP host: a real
 ``acp-agent-kit --agent`` subprocess on the fake endpoint, a real stdio MCP server
 subprocess (``tests/llm/fixtures/mcp_calc.py``), the SQLite store on disk.
 
@@ -20,6 +21,7 @@ import pytest
 
 pytest.importorskip("pydantic_ai.mcp")
 pytest.importorskip("agents")
+pytest.importorskip("langgraph")
 
 from acp_agent.llm.fake_server import FakeModelServer
 from tests.llm.harness import mcp_web_server
@@ -34,6 +36,7 @@ CALC = str(Path(__file__).parents[1] / "llm" / "fixtures" / "mcp_calc.py")
 AGENTS = {
     "pydantic-ai": ("tests.adapters.example_pydantic:agent", "calc_add"),
     "openai-agents": ("tests.adapters.oa_agent:served", "add"),
+    "langgraph": ("tests.adapters.lg_agent:mcp_user", "calc_add"),
 }
 
 

@@ -80,6 +80,15 @@ FRAMEWORKS = {
         "ran echo hi",
         keeps_cut_answer=False,
     ),
+    "deep-agents": Framework(
+        "deepagents",
+        "tests.adapters.da_agent:served",
+        "fake:call add a=2 b=3",
+        "5",
+        "fake:run echo hi",
+        "ran echo hi",
+        keeps_cut_answer=False,
+    ),
     "openai-agents": Framework(
         "agents",
         "tests.adapters.oa_agent:served",
