@@ -21,8 +21,11 @@ Each prompt turn is one pydantic-ai run, driven node by node (``Agent.iter``):
 * a tool declared a plan tool (``metadata={"acp_plan": True}``) also sends its ``entries``
   as the session's ``plan``; ``commands=`` are advertised, their text goes to the model;
 * a failed model request is one :class:`~acp_agent.adapters.turns.ModelFailed` error
-  (its reason, its HTTP status) and saves nothing; usage counts into the prompt result and,
-  when the context window is known, is sent as ``usage_update``.
+  (its reason, its HTTP status), and so is an answer whose stream was cut (no finish
+  reason) or that is empty (:func:`~acp_agent.adapters.turns.unfinished_answer`); the
+  turn then saves its prompt and what came before the failed answer, not the answer;
+  usage counts into the prompt result and, when the context window is known, is sent
+  as ``usage_update``.
 
 :func:`editor_toolset` gives the client's editor as pydantic-ai tools. The model is the
 ``model`` config option when more than one is offered (``models=``). The MCP servers a
