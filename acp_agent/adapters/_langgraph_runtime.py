@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -43,16 +43,21 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from .turns import ModelFailed, unfinished_answer
+
 JSON = dict[str, Any]
 Typed = tuple[str, bytes]
 #: a channel value as kept: serialized whole, or a list serialized entry by entry
 Stored = Typed | list[Typed]
 
 __all__ = [
+    "AnswerFailed",
     "SessionCheckpointer",
     "ToolStarts",
+    "answer_failure",
     "cancelled_result",
     "editor_tools",
+    "stream_failure",
     "user_message",
     "whole_channels",
 ]
@@ -444,3 +449,40 @@ def editor_tools(*, approve_writes: bool, approve_commands: bool) -> list[BaseTo
         made.metadata = {KIND_KEY: kind, PATH_KEY: path} if path else {KIND_KEY: kind}
         tools.append(made)
     return tools
+
+
+#: what langchain-core raises for a model stream that gave no chunk at all
+NO_CHUNKS: Final = ("No generation chunks were returned", "No generations found in stream")
+
+
+class AnswerFailed(Exception):
+    """A model message that is no answer (:func:`answer_failure`), by its id."""
+
+    def __init__(self, error: ModelFailed, message_id: str) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.message_id = message_id
+
+
+def answer_failure(message: Any) -> ModelFailed | None:
+    """The error for a model's complete message that is no answer: its provider package
+    saw no finish reason (the stream was cut), or it holds no text, reasoning or call."""
+    metadata = getattr(message, "response_metadata", None) or {}
+    made_by_provider = isinstance(metadata, Mapping) and "model_provider" in metadata
+    blocks = getattr(message, "content_blocks", None) or ()
+    said = any(
+        b.get("type") in ("text", "reasoning") and (b.get("text") or b.get("reasoning"))
+        for b in blocks
+    )
+    return unfinished_answer(
+        finished=not made_by_provider or bool(metadata.get("finish_reason")),
+        empty=not said and not getattr(message, "tool_calls", None),
+    )
+
+
+def stream_failure(exc: BaseException) -> ModelFailed | None:
+    """``exc`` as the model error it stands for, if langchain-core raised it for a model
+    stream that gave nothing readable (a body that is not a stream, no choices)."""
+    if isinstance(exc, ValueError) and str(exc).startswith(NO_CHUNKS):
+        return ModelFailed("the model's answer held no readable chunk (is its body a stream?)")
+    return None

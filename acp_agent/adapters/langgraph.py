@@ -33,6 +33,7 @@ graph is first served.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 from contextlib import aclosing
@@ -260,6 +261,8 @@ class _GraphRun:
                 interrupts = await self.stream(request)
             except GraphRecursionError:
                 return "max_turn_requests"
+            except Exception as exc:
+                raise await self.failed(exc) from None
             if not interrupts:
                 return "end_turn"
             answers: JSON = {}
@@ -269,6 +272,21 @@ class _GraphRun:
                     return "cancelled"
                 answers[interrupt.id] = answer
             request = Command(resume=answers)
+
+    async def failed(self, exc: Exception) -> Exception:
+        """What a failed run raises: a model failure named (the answer that was no
+        answer taken out of the thread, so that it is not saved as the model's reply)."""
+        from langchain_core.messages import RemoveMessage
+
+        from ._langgraph_runtime import AnswerFailed, stream_failure
+
+        if isinstance(exc, AnswerFailed):
+            # in the thread if its node's writes were committed before the stream closed
+            with contextlib.suppress(ValueError):
+                update = {"messages": [RemoveMessage(id=exc.message_id)]}
+                await self.graph.aupdate_state(self.config, update)
+            return exc.error
+        return stream_failure(exc) or exc
 
     async def first_input(self) -> JSON:
         """The prompt as the graph's input, after results for calls a cut turn left open."""
@@ -361,6 +379,11 @@ class _GraphRun:
             return  # the same message again, from a later node (middleware)
         if message_id:
             self.done_messages.add(message_id)
+        from ._langgraph_runtime import AnswerFailed, answer_failure
+
+        failure = answer_failure(message)
+        if failure is not None:
+            raise AnswerFailed(failure, message_id)
         for call in calls:
             call_id, name = str(call.get("id")), str(call.get("name"))
             if (self.agent.metadata.get(name) or {}).get(PLAN_KEY):

@@ -42,6 +42,7 @@ from ..session import Session
 from .mcp_servers import ServersAgent, SessionServers
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
 from .turns import (
+    EMPTY_ANSWER,
     PATH_KEY,
     PLAN_KEY,
     AdapterTurn,
@@ -330,6 +331,8 @@ class _AgentsRun:
                         await self.client.plan(entries)
         elif kind == "response.completed":
             await self.count_usage(getattr(data.response, "usage", None))
+            if not getattr(data.response, "output", None):
+                raise ModelFailed(EMPTY_ANSWER)
 
     async def count_usage(self, usage: Any) -> None:
         if usage is None or not getattr(usage, "total_tokens", 0):

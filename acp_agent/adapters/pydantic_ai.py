@@ -21,8 +21,11 @@ Each prompt turn is one pydantic-ai run, driven node by node (``Agent.iter``):
 * a tool declared a plan tool (``metadata={"acp_plan": True}``) also sends its ``entries``
   as the session's ``plan``; ``commands=`` are advertised, their text goes to the model;
 * a failed model request is one :class:`~acp_agent.adapters.turns.ModelFailed` error
-  (its reason, its HTTP status) and saves nothing; usage counts into the prompt result and,
-  when the context window is known, is sent as ``usage_update``.
+  (its reason, its HTTP status), and so is an answer whose stream was cut (no finish
+  reason) or that is empty (:func:`~acp_agent.adapters.turns.unfinished_answer`); the
+  turn then saves its prompt and what came before the failed answer, not the answer;
+  usage counts into the prompt result and, when the context window is known, is sent
+  as ``usage_update``.
 
 :func:`editor_toolset` gives the client's editor as pydantic-ai tools. The model is the
 ``model`` config option when more than one is offered (``models=``). The MCP servers a
@@ -57,6 +60,7 @@ from .turns import (
     declared_kind,
     plan_entries,
     saved,
+    unfinished_answer,
     unwinding,
 )
 
@@ -195,6 +199,9 @@ class _Run:
                 self.agent_run = agent_run
                 async for node in agent_run:
                     await self._node(agent_run, node)
+            cut = _answer_failure(agent_run.new_messages())
+            if cut is not None:
+                raise cut
             stop = _stop_reason(agent_run.all_messages())
         except _Dismissed:
             unanswered = DISMISSED
@@ -209,11 +216,12 @@ class _Run:
             self._save(NOT_RUN)
             raise
         except Exception as exc:
-            # nothing of a failed turn is saved into the model's history
-            error = _model_error(exc)
+            # the model's history keeps the prompt, not the answer that failed
+            error = exc if isinstance(exc, ModelFailed) else _model_error(exc, self.agent_run)
             with unwinding():
                 await self._close_calls(f"Error: {error.reason if error else exc}")
             if error is not None:
+                self._save(unanswered, failed=True)
                 raise error from None
             raise
         self._count_usage()
@@ -342,12 +350,18 @@ class _Run:
     async def _close_calls(self, text: str) -> None:
         await self.adapter.calls.fail_open(text)
 
-    def _save(self, unanswered: str) -> None:
+    def _save(self, unanswered: str, *, failed: bool = False) -> None:
+        """Save the run's messages (``failed``: up to the first response that was no
+        answer, or all of them if the request itself failed)."""
         from pydantic_ai import ModelMessagesTypeAdapter
 
         if self.agent_run is None:
             return
-        messages = _closed(list(self.agent_run.new_messages()), unanswered)
+        messages = list(self.agent_run.new_messages())
+        if failed:
+            cut = next((i for i, m in enumerate(messages) if _answer_failure([m])), None)
+            messages = messages[:cut]
+        messages = _closed(messages, unanswered)
         self.adapter.save(ModelMessagesTypeAdapter.dump_python(messages, mode="json"))
 
     def _count_usage(self) -> None:
@@ -400,9 +414,27 @@ def _stop_reason(messages: list[ModelMessage]) -> StopReason:
     return "end_turn"
 
 
-def _model_error(exc: BaseException) -> ModelFailed | None:
+def _answer_failure(messages: Sequence[ModelMessage]) -> ModelFailed | None:
+    """The error for the run's last model response if it is no answer: its provider saw
+    no finish reason (a cut stream), or it has no part."""
+    from pydantic_ai.messages import ModelResponse
+
+    last = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+    if last is None or not last.provider_name:
+        return None
+    details = last.provider_details or {}
+    return unfinished_answer(finished="finish_reason" in details, empty=not last.parts)
+
+
+def _model_error(exc: BaseException, agent_run: Any = None) -> ModelFailed | None:
     """The JSON-RPC error for a failed model request, or None if ``exc`` is not one."""
     from pydantic_ai.exceptions import ModelAPIError, ModelHTTPError, UnexpectedModelBehavior
+
+    if isinstance(exc, UnexpectedModelBehavior) and agent_run is not None:
+        # pydantic-ai retries an empty answer, then says only that it ran out of retries
+        named = _answer_failure(agent_run.new_messages())
+        if named is not None:
+            return named
 
     if isinstance(exc, ModelHTTPError):
         body = exc.body

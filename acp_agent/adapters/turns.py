@@ -17,8 +17,10 @@ Owns, framework-neutral:
   JSON value per turn through :meth:`PromptTurn.save_state`, ``{"memory": <the framework's
   memory of this turn>, "approvals": {tool: "allow" | "reject"}}``, written with the turn's
   end and read back, in any process, from ``session.history.states()``;
-* :class:`ModelFailed`, the one JSON-RPC error a failed model request becomes, and the
-  usage a turn reports (:meth:`AdapterTurn.add_usage`).
+* :class:`ModelFailed`, the one JSON-RPC error a failed model request becomes (and
+  :func:`unfinished_answer`: the one for an answer a framework took as complete though
+  its stream was cut or it held nothing), and the usage a turn reports
+  (:meth:`AdapterTurn.add_usage`).
 
 It does not know any framework, and sends nothing a framework did not produce.
 """
@@ -125,6 +127,23 @@ class ModelFailed(InternalError):
         )
         self.reason = reason
         self.status = status
+
+
+#: the reason of a model answer whose stream ended with no finish reason (cut, or no [DONE])
+CUT_STREAM: Final = "the model's stream ended before it finished (no finish_reason)"
+#: the reason of a model answer with no text, no tool call and no refusal
+EMPTY_ANSWER: Final = "the model returned an empty response"
+
+
+def unfinished_answer(*, finished: bool, empty: bool) -> ModelFailed | None:
+    """The error for a model answer the framework took as complete: ``finished`` says
+    the model sent a finish reason, ``empty`` that the answer holds nothing. An adapter
+    raises it for the answer's message, and saves nothing of that answer."""
+    if not finished:
+        return ModelFailed(CUT_STREAM)
+    if empty:
+        return ModelFailed(EMPTY_ANSWER)
+    return None
 
 
 @contextlib.contextmanager

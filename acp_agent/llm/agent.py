@@ -50,10 +50,10 @@ from ..agent import Agent, AuthMethod, ConfigOption, PromptCapabilities, PromptT
 from ..client import ClientCapabilities, SessionClient, text_block, text_content
 from ..errors import AuthRequired, ConnectionClosed
 from ..session import Session
-from .backend import ChatBackend, ModelInfo, list_models
+from .backend import ChatBackend, ModelError, ModelInfo, list_models
 from .compact import compact, needs_compaction
 from .config import KEYED_HOSTS, LlmConfig, Secret
-from .context import META_KEY, build_messages, system_prompt
+from .context import FAILED_RESPONSE, META_KEY, build_messages, system_prompt
 from .login import LOGIN_METHOD
 from .mcp_host import McpHost, McpSessionLink, describe, mcp_available
 from .stream import Delta, ModelResponse, TextDelta
@@ -288,9 +288,14 @@ class _TurnLoop:
                 self.client, self.backend, self.window or 0, self._on_retry
             ):
                 messages = build_messages(self.system, self.session.history.turns)
-            response = await self.backend.complete(
-                messages, self.tools, self._on_delta, self._on_retry
-            )
+            try:
+                response = await self.backend.complete(
+                    messages, self.tools, self._on_delta, self._on_retry
+                )
+            except ModelError:
+                # what streamed of a failed response is not the model's reply
+                self.turn.save_state({FAILED_RESPONSE: self.message_id})
+                raise
             await self._report_usage(response)
             self._count_usage(response)
             if response.refusal is not None or response.finish_reason == "content_filter":
@@ -299,9 +304,11 @@ class _TurnLoop:
                 return "refusal"
             if response.finish_reason == "length":
                 return "max_tokens"
+            if response.empty:
+                raise ModelError(
+                    "The model returned an empty response", status=None, reason="empty_response"
+                )
             if not response.tool_calls:
-                if response.empty:
-                    await notice(self.client, "The model returned an empty response.")
                 return "end_turn"
             for call in response.tool_calls:
                 await self._run_tool(call.name, call.arguments, call.call_id)

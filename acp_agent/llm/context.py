@@ -13,7 +13,9 @@ updates the agent sends:
   unchanged, as endpoints that check ids require);
 * every finished tool call carries ``rawOutput: {"output": <text given to the model>}``;
 * agent messages that are notices to the person (not model output) carry
-  ``_meta["acp-agent/llm"] = {"notice": true}`` and are left out.
+  ``_meta["acp-agent/llm"] = {"notice": true}`` and are left out;
+* the text of a model response that failed (a broken stream, an empty answer) is left
+  out: the turn's saved state names its ``messageId`` (:data:`FAILED_RESPONSE`).
 
 A completed context compaction (``compaction_update`` / ``compaction_summary_chunk``,
 see :mod:`acp_agent.llm.compact`) stands for every turn before the turn it was made
@@ -41,6 +43,8 @@ from ..history import TurnLog
 META_KEY: Final = "acp-agent/llm"
 SUMMARY_HEADING: Final = "Summary of the earlier conversation (its older turns were compacted):"
 UNFINISHED_RESULT: Final = "The tool call did not finish (it was interrupted or cancelled)."
+#: the key of a turn's saved state naming the ``messageId`` of its failed model response
+FAILED_RESPONSE: Final = "failedResponse"
 
 JSON = dict[str, Any]
 
@@ -169,6 +173,7 @@ def turn_messages(turn: TurnLog) -> list[JSON]:
     out: list[JSON] = []
     user: list[str] = []
     assistant: _Assistant | None = None
+    failed = turn.state.get(FAILED_RESPONSE) if isinstance(turn.state, Mapping) else None
     for event in turn_events(turn):
         kind = event.get("sessionUpdate")
         if kind == "user_message_chunk":
@@ -181,7 +186,9 @@ def turn_messages(turn: TurnLog) -> list[JSON]:
             out.append({"role": "user", "content": "\n".join(p for p in user if p) or "(empty)"})
             user = []
         if kind == "agent_message_chunk":
-            if llm_meta(event).get("notice"):
+            if llm_meta(event).get("notice") or (
+                failed is not None and event.get("messageId") == failed
+            ):
                 continue
             message_id = event.get("messageId")
             if assistant is None or assistant.calls or assistant.message_id != message_id:

@@ -33,6 +33,9 @@ SCENARIOS: Final = {
     "server-error": "HTTP 500 every time",
     "server-error-once": "HTTP 500 once, then an answer",
     "malformed": "a chunk that is not JSON",
+    "not-json": "HTTP 200 whose body is not JSON (an HTML page), streaming or not",
+    "no-choices": "a response with no choices at all (an empty list), then [DONE]",
+    "html-error": "HTTP 502 with an HTML page as its body",
     "truncated": "the connection closes in the middle of the body",
     "no-finish": "the body ends without finish_reason and without [DONE]",
     "slow": "one chunk, then nothing until the client goes away",
@@ -67,6 +70,9 @@ class Reply:
     hang_after: int | None = None
     #: answer a single JSON document, not a stream
     json_body: JSON | None = None
+    #: answer these bytes as they are (``content_type``), neither JSON nor a stream
+    raw_body: bytes | None = None
+    content_type: str = "application/json"
 
 
 # ------------------------------------------------------------------ chunk builders
@@ -125,6 +131,54 @@ def tool_events(
         events.append(sse_chunk({"tool_calls": [{"index": i, "function": {"arguments": part}}]}))
     events.append(sse_chunk({}, "tool_calls"))
     return events
+
+
+def completion_of(events: list[JSON | str]) -> JSON | None:
+    """The SSE ``events`` as the one ``chat.completion`` a non-streaming request gets
+    (None if one of them is not JSON: the body then is not either)."""
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, JSON] = {}
+    finish: str | None = None
+    refusal: str | None = None
+    choices = 0
+    for event in events:
+        if isinstance(event, str):
+            if event == "[DONE]":
+                continue
+            return None
+        for choice in event.get("choices") or []:
+            choices += 1
+            delta = choice.get("delta") or {}
+            text.append(delta.get("content") or "")
+            reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
+            refusal = delta.get("refusal") or refusal
+            finish = choice.get("finish_reason") or finish
+            for call in delta.get("tool_calls") or []:
+                entry = calls.setdefault(
+                    call["index"], {"type": "function", "function": {"arguments": ""}}
+                )
+                if "id" in call:
+                    entry["id"] = call["id"]
+                function = call.get("function") or {}
+                if "name" in function:
+                    entry["function"]["name"] = function["name"]
+                entry["function"]["arguments"] += function.get("arguments") or ""
+    message: JSON = {"role": "assistant", "content": "".join(text) or None}
+    if any(reasoning):
+        message["reasoning_content"] = "".join(reasoning)
+    if refusal:
+        message["refusal"] = refusal
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "fake",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}] if choices else [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 7, "total_tokens": 17},
+    }
 
 
 # ------------------------------------------------------------------ the script
@@ -417,6 +471,13 @@ class Script:
             return Reply(events=text_events("Recovered after a server error."))
         if name == "malformed":
             return Reply(events=[*text_events("Partial ")[:2], "{not json"], done=False)
+        if name == "not-json":
+            return Reply(raw_body=b"<html><body>Welcome to nginx!</body></html>")
+        if name == "no-choices":
+            return Reply(events=[{**sse_chunk({}), "choices": []}])
+        if name == "html-error":
+            page = b"<html><head><title>502 Bad Gateway</title></head></html>"
+            return Reply(502, raw_body=page, content_type="text/html")
         if name == "truncated":
             return Reply(events=text_events("This answer will be cut", 3)[:3], end="truncate")
         if name == "no-finish":

@@ -7,7 +7,8 @@ Run it by hand::
 
 It listens on 127.0.0.1 (anyio TCP listener, a minimal HTTP/1.1 with keep-alive and
 chunked transfer encoding, every SSE event flushed as it is written) and answers
-``POST /v1/chat/completions`` with ``stream: true``. What it answers is chosen by the
+``POST /v1/chat/completions``: an SSE stream for ``stream: true``, else the same answer as
+one ``chat.completion`` document (a truncated one cut mid-body). What it answers is chosen by the
 ``X-Fake-Scenario`` header or by a ``fake:<scenario>`` word in the last user message
 (see :data:`SCENARIOS`); without one it is a *scripted agent*: it lists the working
 directory, reads a file (one named in the message, else the first it finds), edits
@@ -50,6 +51,7 @@ from .fake_script import (
     SUMMARY_MARK,
     Reply,
     Script,
+    completion_of,
     is_issued,
     sse_chunk,
 )
@@ -174,8 +176,14 @@ class FakeModelServer:
         status: int,
         payload: Any,
         headers: dict[str, str] | None = None,
+        *,
+        content_type: str = "application/json",
+        cut: bool = False,
     ) -> None:
-        body = orjson.dumps(payload)
+        """Send ``payload`` (bytes as they are); ``cut``: only the first half of the body,
+        under the whole body's ``Content-Length`` (the caller then closes)."""
+        body = payload if isinstance(payload, bytes) else orjson.dumps(payload)
+        sent = body[: len(body) // 2] if cut else body
         reason = {
             200: "OK",
             400: "Bad Request",
@@ -183,14 +191,15 @@ class FakeModelServer:
             404: "Not Found",
             429: "Too Many Requests",
             500: "Internal Server Error",
+            502: "Bad Gateway",
         }.get(status, "Error")
         head = [
             f"HTTP/1.1 {status} {reason}",
-            "Content-Type: application/json",
+            f"Content-Type: {content_type}",
             f"Content-Length: {len(body)}",
         ]
         head.extend(f"{k}: {v}" for k, v in (headers or {}).items())
-        await stream.send(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        await stream.send(("\r\n".join(head) + "\r\n\r\n").encode() + sent)
 
     async def _respond(self, stream: anyio.abc.SocketStream, request: _Request) -> bool:
         if request.method == "GET" and request.path.rstrip("/").endswith("/models"):
@@ -216,14 +225,35 @@ class FakeModelServer:
         self.request_headers.append(dict(request.headers))
         self._notify()
         reply = self.script.reply(body, request.headers.get("x-fake-scenario"))
+        if reply.raw_body is not None:
+            await self._send_json(
+                stream, reply.status, reply.raw_body, reply.headers, content_type=reply.content_type
+            )
+            return True
         if reply.status != 200:
             await self._send_json(stream, reply.status, {"error": reply.error or {}}, reply.headers)
             return True
         if reply.json_body is not None:
             await self._send_json(stream, 200, reply.json_body)
             return True
+        if body.get("stream") is not True:
+            return await self._answer_whole(stream, reply)
         await self._stream(stream, body, reply)
         return reply.end == "clean"
+
+    async def _answer_whole(self, stream: anyio.abc.SocketStream, reply: Reply) -> bool:
+        """A non-streaming request: the reply's events as one ``chat.completion`` (cut in
+        half for a truncated reply; the events' own text where one is not JSON)."""
+        whole = completion_of(list(reply.events))
+        if whole is None:
+            payload = "".join(
+                e if isinstance(e, str) else orjson.dumps(e).decode() for e in reply.events
+            )
+            await self._send_json(stream, 200, payload.encode())
+            return True
+        truncated = reply.end != "clean"
+        await self._send_json(stream, 200, whole, cut=truncated)
+        return not truncated
 
     async def _stream(self, stream: anyio.abc.SocketStream, body: JSON, reply: Reply) -> None:
         head = (

@@ -23,3 +23,10 @@ def anyio_backend() -> Any:
 async def fake() -> AsyncIterator[FakeModelServer]:
     async with FakeModelServer.running() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+async def shared_fake() -> AsyncIterator[FakeModelServer]:
+    """One fake endpoint for a module's shared agent processes."""
+    async with FakeModelServer.running() as server:
+        yield server

@@ -53,12 +53,6 @@ def spec(request: pytest.FixtureRequest) -> str:
     return AGENTS[str(request.param)]
 
 
-@pytest.fixture(scope="module")
-async def shared_fake() -> AsyncIterator[FakeModelServer]:
-    async with FakeModelServer.running() as server:
-        yield server
-
-
 @pytest.fixture(scope="module", params=sorted(AGENTS))
 async def shared_process(
     request: pytest.FixtureRequest, shared_fake: FakeModelServer

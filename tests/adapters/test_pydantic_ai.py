@@ -236,7 +236,7 @@ async def test_a_text_prompt_is_one_string_an_image_prompt_a_list_of_parts(
     assert [p["type"] for p in parts] == ["text", "image_url"]
 
 
-async def test_a_model_error_is_one_clear_error_and_leaves_no_trace(
+async def test_a_model_error_is_one_clear_error_and_no_answer_is_kept(
     shared: Shared, tmp_path: Path
 ) -> None:
     client, fake = shared.client, shared.fake
@@ -248,7 +248,10 @@ async def test_a_model_error_is_one_clear_error_and_leaves_no_trace(
     assert "401" in error["message"] and "Incorrect API key" in error["message"]
     assert error["data"]["status"] == 401
     await client.prompt(session, "fake:echo")
-    assert [m["role"] for m in fake.requests[-1]["messages"]] == ["system", "user"]
+    # the prompt is remembered, as the replay shows it; no answer is
+    sent = fake.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "user"]
+    assert sent[1]["content"] == "fake:unauthorized"
     assert b"Traceback" not in client.stderr[logged:]
 
 

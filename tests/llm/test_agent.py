@@ -54,11 +54,13 @@ async def test_chunked_stream_is_one_message(tmp_path: Path) -> None:
         assert h.client.text() == "Streaming in many small pieces: naïve café ✓ done."
 
 
-async def test_empty_response_ends_turn_with_a_notice(tmp_path: Path) -> None:
+async def test_empty_response_fails_the_turn(tmp_path: Path) -> None:
     async with harness(str(tmp_path)) as h:
         sid = await h.session()
-        assert await h.client.prompt(sid, "fake:empty") == "end_turn"
-        assert "empty response" in h.client.text()
+        with pytest.raises(RpcError) as failed:
+            await h.client.prompt(sid, "fake:empty")
+        assert failed.value.code == -32603
+        assert "empty response" in failed.value.message
 
 
 async def test_three_step_tool_loop_on_client_fs_and_terminal(tmp_path: Path) -> None:
