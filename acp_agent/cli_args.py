@@ -220,7 +220,7 @@ def _positive_float(text: str, *, zero: bool = False) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+    if not (value >= 0 if zero else value > 0):
         raise argparse.ArgumentTypeError(f"must be {'0 or more' if zero else 'positive'}: {text!r}")
     return value
 
@@ -235,13 +235,11 @@ def check_env_choices(parser: argparse.ArgumentParser, args: argparse.Namespace)
             parser.error(
                 f"{ENV[action.dest]}={value!r}: choose from {', '.join(map(str, action.choices))}"
             )
-    for name in ("turn_timeout", "lease_timeout", "initialize_wait"):  # from the environment
-        raw = getattr(args, name, None)  # (still text)
+    for name in ("turn_timeout", "lease_timeout"):  # from the environment: still text
+        raw = getattr(args, name, None)
         if isinstance(raw, str):
             try:
-                setattr(
-                    args, name, _seconds(raw) if name == "initialize_wait" else _positive_float(raw)
-                )
+                setattr(args, name, _positive_float(raw))
             except argparse.ArgumentTypeError as exc:
                 parser.error(f"{ENV[name]}: {exc}")
 

@@ -18,6 +18,8 @@ from typing import Any
 import anyio
 import pytest
 
+from acp_agent.adapters.loading import INITIALIZE_WAIT
+from acp_agent.cli_args import build_parser
 from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, is_response, spawn
 
 from .serving import SERVE_FROM_PYTHON, SLOW, WAIT_FOR_IMPORT
@@ -219,3 +221,22 @@ async def test_a_client_leaving_during_the_import_ends_the_process(tmp_path: Pat
     assert {a["error"]["code"] for a in answers} == {-32800}  # cancelled at EOF
     assert code == 0
     assert b"Traceback" not in client.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "wait"), [(None, INITIALIZE_WAIT), ("0", 0.0), ("2.5", 2.5), ("-1", None)]
+)
+def test_initialize_wait_from_the_environment(
+    given: str | None, wait: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default is the module's; 0 is allowed (answer at once), a negative refused."""
+    if given is None:
+        monkeypatch.delenv("ACP_AGENT_INITIALIZE_WAIT", raising=False)
+    else:
+        monkeypatch.setenv("ACP_AGENT_INITIALIZE_WAIT", given)
+    parser = build_parser()
+    if wait is None:
+        with pytest.raises(SystemExit):
+            parser.parse_args([])
+        return
+    assert parser.parse_args([]).initialize_wait == wait
