@@ -191,11 +191,11 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
     parser.add_argument(
         "--initialize-wait",
         metavar="SECONDS",
-        default=_env("initialize_wait") or 10.0,
+        default=_env("initialize_wait") or 15.0,
         type=_seconds,
         help="with --agent over stdio: how long initialize may wait for the module's import "
         "to announce the object's own capabilities; past it, what every agent supports "
-        "(default 10; 0: at once) [env ACP_AGENT_INITIALIZE_WAIT]",
+        "(default 15; 0: at once) [env ACP_AGENT_INITIALIZE_WAIT]",
     )
     if with_llm:
         from .llm import add_arguments
