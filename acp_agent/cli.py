@@ -230,6 +230,7 @@ def serve_spec(args: argparse.Namespace) -> int:
         store=args.store,
         lease_timeout=args.lease_timeout,
         options=server_options(args),
+        initialize_wait=args.initialize_wait,
     )
 
 

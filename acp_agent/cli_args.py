@@ -35,6 +35,7 @@ ENV = {
     "unstable": "ACP_AGENT_UNSTABLE",
     "no_check": "ACP_AGENT_NO_CHECK",
     "agent": "ACP_AGENT_AGENT",
+    "initialize_wait": "ACP_AGENT_INITIALIZE_WAIT",
 }
 
 DESCRIPTION = """\
@@ -187,6 +188,15 @@ def build_parser(*, with_llm: bool = False) -> argparse.ArgumentParser:
         help="serve this agent: one of ours, or a pydantic-ai, LangGraph or OpenAI Agents "
         "SDK agent (see docs/adapters.md) [env ACP_AGENT_AGENT]",
     )
+    parser.add_argument(
+        "--initialize-wait",
+        metavar="SECONDS",
+        default=_env("initialize_wait") or 15.0,
+        type=_seconds,
+        help="with --agent over stdio: how long initialize may wait for the module's import "
+        "to announce the object's own capabilities; past it, what every agent supports "
+        "(default 15; 0: at once) [env ACP_AGENT_INITIALIZE_WAIT]",
+    )
     if with_llm:
         from .llm import add_arguments
 
@@ -200,13 +210,18 @@ def wants_llm(argv: Sequence[str]) -> bool:
     )
 
 
-def _positive_float(text: str) -> float:
+def _seconds(text: str) -> float:
+    """A number of seconds, 0 or more."""
+    return _positive_float(text, zero=True)
+
+
+def _positive_float(text: str, *, zero: bool = False) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    if not (value >= 0 if zero else value > 0):
+        raise argparse.ArgumentTypeError(f"must be {'0 or more' if zero else 'positive'}: {text!r}")
     return value
 
 
@@ -248,6 +263,7 @@ _TAKES_VALUE: Final = frozenset(
         "--busy-policy",
         "--turn-timeout",
         "--lease-timeout",
+        "--initialize-wait",
         "--backend",
         "--dispatcher",
         "--model",

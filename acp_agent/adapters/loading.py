@@ -3,30 +3,33 @@
 The module of a framework's agent imports its framework: a second or more. So
 :func:`serve_loading` serves at once and imports the module in a thread
 (:func:`imported`; the task waiting for it lives under the serving task group, and is
-cancelled if the client leaves first, after :data:`IMPORT_GRACE`). Meanwhile:
+cancelled if the client leaves first, after :data:`IMPORT_GRACE`). Meanwhile every
+request and notification waits in one line (:class:`Line`), released in arrival order
+once the agent is loaded and its store opened (its default file is named after the
+agent), then handed to the real :class:`~acp_agent.server.AcpServer`'s method table.
 
-* ``initialize`` is answered without the object, by a :class:`Handshake` over
-  :class:`Announced`: what is announced is what a plain :class:`~acp_agent.agent.Agent`
-  announces (prompts of text and resource links, MCP servers over stdio, no
-  authentication), which every agent ``--agent`` serves supports; the LangGraph and
-  OpenAI Agents SDK adapters announce exactly that themselves
-  (``tests/adapters/test_announced.py`` compares each kind's own answer). An object
-  that authenticates cannot be announced before it is known: it is refused. One that
-  accepts more (the pydantic-ai adapter takes images and embedded resources) is served
-  with only this announced: a client sends no more than that, and an MCP server over a
-  transport not announced is refused ``-32602``, as a plain agent refuses it;
-* every other request and notification waits in one line (:class:`Line`) and is
-  released in arrival order once the agent is loaded, its store opened (its default
-  file is named after the agent) and the ``initialize`` requests read so far replayed
-  into the real :class:`~acp_agent.server.AcpServer` (whose answers are dropped: the
-  client has its answer), then handed to that server's method table.
+``initialize`` waits in that line too, but only until ``wait`` seconds after serving
+began (:data:`INITIALIZE_WAIT` by default: editors' own limits are in
+docs/command-line.md). Answered in time, it is the object's own answer. Past that, it is
+answered by a :class:`Handshake` over :class:`Announced`: what a plain
+:class:`~acp_agent.agent.Agent` announces (prompts of text and resource links, MCP
+servers over stdio, no authentication), which every agent ``--agent`` serves
+supports; those ``initialize`` requests are replayed into the real server once it is
+loaded (their answers dropped: the client has its answer). The first answer decides
+for the connection: every later ``initialize`` announces the same, and after a
+:class:`Announced` answer what it did not announce is refused ``-32602`` even where the
+object would take it (an image for the pydantic-ai adapter, an MCP server over HTTP).
+An object that authenticates cannot be announced before it is known: it is refused,
+whether or not it was loaded in time.
 
 A module that fails while importing, an object that is not an agent (or authenticates)
 and a store that cannot be used are one line on stderr (``prog: --agent ...``) and exit
-code 2; the requests waiting are answered ``-32603`` saying why. A module that cannot
-be found is refused before serving (:func:`acp_agent.adapters.check_spec`).
+code 2; the requests waiting (``initialize`` among them) are answered ``-32603`` saying
+why. A module that cannot be found is refused before serving
+(:func:`acp_agent.adapters.check_spec`).
 
-It does not know ACP's methods beyond ``initialize``: the rest are forwarded by name.
+It does not know ACP's methods beyond ``initialize`` and the params checked against
+what was announced: the rest are forwarded by name.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import contextlib
 import logging
 import sys
 import threading
+import time
 from collections import deque
 from typing import Any, Final
 
@@ -53,7 +57,7 @@ from ..options import ServerOptions
 from ..runner import store_name, watch_signals
 from ..server import AcpServer, connect
 from ..server.handshake import Handshake
-from ..server.params import check_mcp_servers
+from ..server.params import check_mcp_servers, check_prompt_blocks
 from ..store import StoreFailed, open_store
 from ..transport import open_stdio, reserve_stdout
 from . import LoadError, load
@@ -65,13 +69,20 @@ EXIT_USAGE: Final = 2
 #: how long, once the client has left, the import may go on to say why the agent cannot
 #: be served (``acp-agent-kit --agent x:y </dev/null``); then it is abandoned
 IMPORT_GRACE: Final = 2.0
+#: how long, from the start of serving, ``initialize`` may wait for the object to be
+#: loaded before it is answered without it: within the shortest limit an editor is known
+#: to put on it (CodeCompanion.nvim's 20 s; Zed, acp.el and the official SDKs set none),
+#: with room for the process's start, and above a framework's import on a 2-core machine
+#: at load average 14 (10.7 s); docs/command-line.md
+INITIALIZE_WAIT: Final = 15.0
 
 __all__ = ["Announced", "Line", "serve_loading"]
 
 
 class Announced(Agent):
-    """What ``initialize`` announces before the served object is known: a plain
-    :class:`Agent`'s capabilities, named after the program and the ``--agent`` given."""
+    """What ``initialize`` announces when the served object is not known in time: a
+    plain :class:`Agent`'s capabilities, named after the program and the ``--agent``
+    given."""
 
     name = "acp-agent-kit"
     version = __version__
@@ -131,8 +142,11 @@ class _Loading:
         store: str | None,
         lease_timeout: float | None,
         options: ServerOptions,
+        wait: float = INITIALIZE_WAIT,
     ) -> None:
         self.spec = spec
+        #: when ``initialize`` stops waiting for the object (``time.monotonic()``)
+        self.deadline = time.monotonic() + wait
         self.prog = prog
         self.store_name = store
         self.lease_timeout = lease_timeout
@@ -142,6 +156,10 @@ class _Loading:
         self.announcer = Handshake(self.announced, unstable=options.unstable)
         #: the served agent's server's method table, once it is loaded
         self.table: MethodTable | None = None
+        #: whose capabilities the first ``initialize`` answer announced: the loaded
+        #: agent's or, past the deadline, ``announced``'s (None: not answered yet)
+        self.announcing: Agent | None = None
+        self.agent: Agent | None = None
         #: ``initialize`` requests answered before that, to replay into it
         self.initialized: list[tuple[Any, RequestContext]] = []
         self.ended = anyio.Event()
@@ -159,6 +177,18 @@ class _Loading:
         )
 
     async def initialize(self, params: Any, ctx: RequestContext) -> Any:
+        if self.announcing is None:  # wait for the agent, up to the deadline
+            place = self.line.enter()
+            if place is not None:
+                with anyio.move_on_after(self.deadline - time.monotonic()):
+                    await self.line.wait(place)
+            if self.table is None and self.line.failure is not None:
+                raise InternalError(f"The agent could not be served: {self.line.failure}")
+            if self.announcing is None:
+                self.announcing = self.agent if self.agent is not None else self.announced
+        if self.announcing is not self.announced:  # the object's own answer
+            assert self.table is not None
+            return await self.table.requests["initialize"](params, ctx)
         answer = await self.announcer.initialize(params, ctx)
         if self.table is None:
             self.initialized.append((params, ctx))
@@ -172,9 +202,13 @@ class _Loading:
             await self.line.wait(place)
         if self.table is None:
             raise InternalError(f"The agent could not be served: {self.line.failure}")
-        if isinstance(params, dict) and "mcpServers" in params:
-            # the client may give only the MCP transports initialize announced
-            check_mcp_servers(params, self.announced)
+        if self.announcing is self.announced and isinstance(params, dict):
+            # the client may give only what initialize announced
+            if "mcpServers" in params:
+                check_mcp_servers(params, self.announced)
+            prompt = params.get("prompt") if method == "session/prompt" else None
+            if isinstance(prompt, list):
+                check_prompt_blocks(prompt, self.announced)
         table = self.table
         fn = table.requests.get(method)
         if fn is not None:
@@ -244,6 +278,7 @@ class _Loading:
                 return self.fail(
                     f"--agent {self.spec}: {name}.initialize raised {type(exc).__name__}: {exc}"
                 )
+            self.agent = server.agent
             self.table = table
             self.line.open()
             log.info("serving %s (%s) on stdio", self.spec, server.agent.name)
@@ -320,16 +355,18 @@ def serve_loading(
     store: str | None = None,
     lease_timeout: float | None = None,
     options: ServerOptions | None = None,
+    initialize_wait: float = INITIALIZE_WAIT,
 ) -> int:
-    """Serve ``--agent spec`` over this process's stdin/stdout, answering ``initialize``
-    before the module is imported; returns the exit code (0, or 2 when the agent cannot
-    be served, after one line on stderr)."""
+    """Serve ``--agent spec`` over this process's stdin/stdout, importing the module
+    meanwhile; ``initialize`` waits for it up to ``initialize_wait`` seconds. Returns
+    the exit code (0, or 2 when the agent cannot be served, after one line on stderr)."""
     loading = _Loading(
         spec,
         prog=prog,
         store=store,
         lease_timeout=lease_timeout,
         options=options if options is not None else ServerOptions(),
+        wait=initialize_wait,
     )
     reservation = reserve_stdout()
     try:

@@ -1,7 +1,8 @@
 """The checks every ACP method shares on its params, and the server's constants.
 
-It owns reading params as an object, the ``sessionId`` and ``mcpServers`` checks and
-the server's clock format. It does not know sessions, the store or the connection.
+It owns reading params as an object, the ``sessionId`` check, the checks of
+``mcpServers`` and prompt content against what an agent announces, and the server's
+clock format. It does not know sessions, the store or the connection.
 """
 
 from __future__ import annotations
@@ -51,6 +52,23 @@ def not_found(session_id: str, what: str = "not found") -> ResourceNotFound:
     return ResourceNotFound(
         f"Session {session_id[:100]!r} {what}", data={"sessionId": session_id[:200]}
     )
+
+
+#: prompt content blocks that need a ``promptCapabilities`` flag -> that flag
+GATED_BLOCKS: Final = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
+
+
+def check_prompt_blocks(blocks: list[Any], agent: Agent) -> None:
+    """Refuse a prompt block whose kind ``agent`` does not announce."""
+    caps = agent.prompt_capabilities
+    for i, block in enumerate(blocks):
+        kind = block.get("type") if isinstance(block, dict) else None
+        cap = GATED_BLOCKS.get(kind) if isinstance(kind, str) else None
+        if cap is not None and not caps.get(cap, False):
+            raise InvalidParams(
+                f"prompt[{i}] is an {kind} block, but the agent did not advertise "
+                f"promptCapabilities.{cap}"
+            )
 
 
 def check_mcp_servers(params: JSON, agent: Agent) -> list[Any]:

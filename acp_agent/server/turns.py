@@ -59,12 +59,19 @@ from .handshake import Handshake
 from .live import OpenSessions
 from .models import ProtocolModels
 from .ordering import ArrivalOrder, Place
-from .params import JSON, log, not_found, params_object, require_session_id, session_id_of
+from .params import (
+    JSON,
+    check_prompt_blocks,
+    log,
+    not_found,
+    params_object,
+    require_session_id,
+    session_id_of,
+)
 
 if TYPE_CHECKING:
     from ..protocol import PromptRequest
 
-_GATED_BLOCKS = {"image": "image", "audio": "audio", "resource": "embeddedContext"}
 #: a prompt's params, its typed request when already built, its content blocks
 Parsed = tuple[JSON, "PromptRequest | None", list[Any]]
 
@@ -236,15 +243,7 @@ class Turns:
 
         request = from_wire(PromptRequest, raw)
         blocks = raw["prompt"]
-        caps = self._agent.prompt_capabilities
-        for i, block in enumerate(blocks):
-            kind = block.get("type") if isinstance(block, dict) else None
-            cap = _GATED_BLOCKS.get(kind) if isinstance(kind, str) else None
-            if cap is not None and not caps.get(cap, False):
-                raise InvalidParams(
-                    f"prompt[{i}] is an {kind} block, but the agent did not advertise "
-                    f"promptCapabilities.{cap}"
-                )
+        check_prompt_blocks(blocks, self._agent)
         return raw, request, blocks
 
     async def _wait_for_slot(self, prompt: Prompt, session: Session) -> None:

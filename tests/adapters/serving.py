@@ -24,7 +24,10 @@ from tests.helpers.wire_client import (
     spawn,
 )
 
-SLOW = 30.0  # the first request after initialize waits for the framework's import
+SLOW = 30.0  # initialize (or the first request after it) waits for the framework's import
+#: ``initialize`` waits for the import as long as a test waits for its answer, so that it
+#: always announces the object's own capabilities however busy the machine
+WAIT_FOR_IMPORT = {"ACP_AGENT_INITIALIZE_WAIT": str(SLOW)}
 
 #: ``python -c`` serving ``sys.argv[1]`` from Python (its own ``initialize`` answer, all
 #: it supports announced) on the store ``sys.argv[2]``
@@ -50,8 +53,9 @@ async def served(
     command = [sys.executable, "-m", "acp_agent", "--store", store, *extra, "--agent", spec]
     if from_python:
         command = [sys.executable, "-c", SERVE_FROM_PYTHON, spec, store]
-    async with spawn(command, env={"ACP_FAKE_BASE_URL": fake.base_url, **(env or {})}) as client:
-        # answered before the agent's module is imported; what follows waits for it
+    env = {"ACP_FAKE_BASE_URL": fake.base_url, **WAIT_FOR_IMPORT, **(env or {})}
+    async with spawn(command, env=env) as client:
+        # answered once the agent's module is imported
         request_id = await client.request(
             "initialize", {"protocolVersion": 1, "clientCapabilities": FULL_CAPS}
         )

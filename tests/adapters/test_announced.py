@@ -1,43 +1,52 @@
-"""``--agent``: ``initialize`` is answered while the module is still being imported, and
-what it announces is true of the object served (compared with the object's own answer,
-served from Python); a module that fails while importing is one line and exit 2, the
-requests that waited for it answered ``-32603``."""
+"""``--agent``: ``initialize`` waits for the module's import (up to
+``--initialize-wait``) and announces the object's own capabilities (compared with the
+object's own answer, served from Python); past the wait, it announces what every agent
+supports, and what it did not announce is refused for the rest of the connection; a
+module that fails while importing is one line and exit 2, the requests that waited for
+it (``initialize`` among them) answered ``-32603``."""
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from acp_agent.adapters.loading import INITIALIZE_WAIT
+from acp_agent.cli_args import build_parser
 from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, is_response, spawn
 
-from .serving import SERVE_FROM_PYTHON, SLOW
+from .serving import SERVE_FROM_PYTHON, SLOW, WAIT_FOR_IMPORT
 
 pytestmark = pytest.mark.anyio
 
 INIT = {"protocolVersion": 1, "clientCapabilities": FULL_CAPS}
 
-MCP_REMOTE = {"mcpCapabilities.http", "mcpCapabilities.sse"}
-
-#: object -> (the framework it needs, the capabilities of its own answer that ``--agent``
-#: does not announce: docs/adapters.md says so): pydantic-ai's images and resources, and
-#: the remote MCP transports of the pydantic-ai and Agents SDK adapters and of a LangGraph
-#: graph with session_mcp()
-OBJECTS: dict[str, tuple[str | None, set[str]]] = {
-    "tests.adapters.plain_agent:agent": (None, set()),
-    "tests.adapters.example_pydantic:agent": (
-        "pydantic_ai",
-        {"promptCapabilities.image", "promptCapabilities.embeddedContext", *MCP_REMOTE},
-    ),
-    "tests.adapters.lg_agent:agent": ("langgraph", set()),
-    "tests.adapters.lg_agent:mcp_user": ("langgraph", {"mcpCapabilities.http"}),
-    "tests.adapters.oa_agent:served": ("agents", MCP_REMOTE),
+#: object -> the framework it needs
+OBJECTS: dict[str, str | None] = {
+    "tests.adapters.plain_agent:agent": None,
+    "tests.adapters.example_pydantic:agent": "pydantic_ai",
+    "tests.adapters.lg_agent:agent": "langgraph",
+    "tests.adapters.lg_agent:mcp_user": "langgraph",
+    "tests.adapters.oa_agent:served": "agents",
 }
+
+#: what a plain ``Agent`` announces, which every object ``--agent`` serves supports
+BASELINE = {
+    "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+    "mcpCapabilities": {"http": False, "sse": False},
+}
+
+GATED = "tests.adapters.gated_agent:agent"
+PIXEL = base64.b64encode(b"\x89PNG\r\n\x1a\n").decode()  # only the header: never decoded
+IMAGE = {"type": "image", "mimeType": "image/png", "data": PIXEL}
+HTTP_MCP = {"type": "http", "name": "probe", "url": "http://127.0.0.1:9/mcp", "headers": []}
 
 
 def flat(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -50,7 +59,8 @@ def flat(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 async def answer_to_initialize(command: list[str]) -> Message:
-    async with spawn(command, env={"ACP_FAKE_BASE_URL": "http://127.0.0.1:9/v1"}) as client:
+    env = {"ACP_FAKE_BASE_URL": "http://127.0.0.1:9/v1", **WAIT_FOR_IMPORT}
+    async with spawn(command, env=env) as client:
         request_id = await client.request("initialize", INIT)
         answer, _ = await client.expect(lambda m: is_response(m, request_id), timeout=SLOW)
     result = answer["result"]
@@ -59,24 +69,21 @@ async def answer_to_initialize(command: list[str]) -> Message:
 
 
 @pytest.mark.parametrize("spec", sorted(OBJECTS))
-async def test_what_agent_announces_is_true_of_the_object(spec: str) -> None:
-    framework, not_announced = OBJECTS[spec]
+async def test_what_agent_announces_is_the_objects_own(spec: str) -> None:
+    """On main's code the pydantic-ai adapter's images, embedded resources and HTTP/SSE
+    MCP, and the Agents SDK adapter's HTTP/SSE MCP, were not announced."""
+    framework = OBJECTS[spec]
     if framework is not None:
         pytest.importorskip(framework)
-    announced = await answer_to_initialize(
-        [sys.executable, "-m", "acp_agent", "--store", "memory", "--agent", spec]
-    )
+    announced = await answer_to_initialize(agent_command(spec))
     own = await answer_to_initialize([sys.executable, "-c", SERVE_FROM_PYTHON, spec, "memory"])
-    said, true = flat(announced["agentCapabilities"]), flat(own["agentCapabilities"])
-    assert said.keys() == true.keys()
-    differ = {key for key in said if said[key] != true[key]}
-    assert differ == not_announced
-    assert all(said[key] is False and true[key] is True for key in differ)  # never more
+    assert flat(announced["agentCapabilities"]) == flat(own["agentCapabilities"])
     assert announced["authMethods"] == own["authMethods"] == []
+    assert announced["agentInfo"] == own["agentInfo"]
 
 
-def agent_command(spec: str) -> list[str]:
-    return [sys.executable, "-m", "acp_agent", "--store", "memory", "--agent", spec]
+def agent_command(spec: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "acp_agent", "--store", "memory", *extra, "--agent", spec]
 
 
 async def next_answer(client: ProcessClient) -> Message:
@@ -84,51 +91,97 @@ async def next_answer(client: ProcessClient) -> Message:
     return answer
 
 
-async def test_initialize_is_answered_while_the_module_is_imported(tmp_path: Path) -> None:
+def capabilities(answer: Message) -> dict[str, Any]:
+    caps = answer["result"]["agentCapabilities"]
+    return {key: caps[key] for key in BASELINE}
+
+
+async def release(gate: Path, said: str) -> None:
+    await anyio.to_thread.run_sync(gate.write_text, said)
+
+
+async def test_initialize_waits_for_the_import_and_announces_the_object(tmp_path: Path) -> None:
+    """On main's code ``initialize`` was answered before the import, without the image
+    and HTTP MCP the object takes."""
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    command = agent_command("tests.adapters.gated_agent:agent")
+    async with spawn(agent_command(GATED), env={"ACP_TEST_GATE": str(gate)}) as client:
+        init = await client.request("initialize", INIT)
+        new = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        await release(gate, "go")  # the import was waiting for it: initialize too
+        first = await next_answer(client)
+        assert first["id"] == init
+        assert capabilities(first) == {
+            "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+            "mcpCapabilities": {"http": True, "sse": True},
+        }
+        assert first["result"]["agentInfo"]["name"] == "capable"
+        second = await next_answer(client)
+        assert second["id"] == new and "sessionId" in second["result"]
+        result, _ = await client.call(
+            "session/new", {"cwd": str(tmp_path), "mcpServers": [HTTP_MCP]}
+        )
+        turn = await client.prompt(result["sessionId"], [{"type": "text", "text": "hi"}, IMAGE])
+    assert turn.stop_reason == "end_turn", turn.response
+
+
+async def test_past_the_wait_initialize_announces_what_every_agent_supports(
+    tmp_path: Path,
+) -> None:
+    """The import held past ``--initialize-wait``: ``initialize`` is answered then, with
+    the baseline, and the connection keeps to it once the object (which takes more) is
+    loaded. On main's code it was answered at once, and the image was accepted."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    command = agent_command(GATED, "--initialize-wait", "0.5")
+    started = time.monotonic()
     async with spawn(command, env={"ACP_TEST_GATE": str(gate)}) as client:
         init = await client.request("initialize", INIT)
         new = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        # the import waits for the gate, which nobody has written yet
-        first = await next_answer(client)
-        assert first["id"] == init and "result" in first
-        await anyio.to_thread.run_sync(gate.write_text, "go")
+        first = await next_answer(client)  # the gate is still closed
+        assert time.monotonic() - started >= 0.5
+        assert first["id"] == init and capabilities(first) == BASELINE
+        assert first["result"]["agentInfo"]["name"] == "acp-agent-kit"
+        await release(gate, "go")
         second = await next_answer(client)
         assert second["id"] == new and "sessionId" in second["result"]
-        prompt = await client.request(
-            "session/prompt",
-            {
-                "sessionId": second["result"]["sessionId"],
-                "prompt": [{"type": "text", "text": "hi"}],
-            },
+        session = second["result"]["sessionId"]
+        again, _ = await client.call("initialize", INIT)  # the first answer decided
+        assert capabilities({"result": again}) == BASELINE
+        refused = await client.request(
+            "session/new", {"cwd": str(tmp_path), "mcpServers": [HTTP_MCP]}
         )
-        answer, before = await client.expect(lambda m: is_response(m, prompt), timeout=SLOW)
-    assert answer["result"] == {"stopReason": "end_turn"}
-    assert "you said: hi" in str(before)
+        answer = await next_answer(client)
+        assert answer["id"] == refused and answer["error"]["code"] == -32602
+        assert "HTTP MCP servers are not supported" in answer["error"]["message"]
+        image = await client.prompt(session, [{"type": "text", "text": "hi"}, IMAGE])
+        assert image.error is not None and image.error["code"] == -32602
+        assert "promptCapabilities.image" in image.error["message"]
+        turn = await client.prompt(session, "hi")
+    assert turn.stop_reason == "end_turn", turn.response
+    assert "you said: hi" in str(turn.updates)
 
 
 async def test_a_module_failing_to_import_is_one_line_exit_2_and_answers(
     tmp_path: Path,
 ) -> None:
+    """On main's code ``initialize`` was answered as if the agent could be served."""
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    command = agent_command("tests.adapters.gated_agent:agent")
-    async with spawn(command, env={"ACP_TEST_GATE": str(gate)}) as client:
+    env = {"ACP_TEST_GATE": str(gate), **WAIT_FOR_IMPORT}
+    async with spawn(agent_command(GATED), env=env) as client:
         init = await client.request("initialize", INIT)
         new = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
         listed = await client.request("session/list", {})
-        assert (await next_answer(client))["id"] == init
-        await anyio.to_thread.run_sync(gate.write_text, "fail")
-        answers = [await next_answer(client), await next_answer(client)]
+        await release(gate, "fail")
+        answers = [await next_answer(client) for _ in range(3)]
         with anyio.fail_after(SLOW):
             code = await client.process.wait()
             while not client.stderr.endswith(b"\n"):  # the drain task reads what is left
                 await anyio.lowlevel.checkpoint()
-    assert [a["id"] for a in answers] == [new, listed]  # in arrival order
+    assert [a["id"] for a in answers] == [init, new, listed]  # in arrival order
     line = (
-        "--agent tests.adapters.gated_agent:agent: module 'tests.adapters.gated_agent' "
+        f"--agent {GATED}: module 'tests.adapters.gated_agent' "
         "failed while being imported: RuntimeError: told to fail"
     )
     for answer in answers:
@@ -156,36 +209,35 @@ def test_a_module_that_cannot_be_found_is_refused_before_serving(tmp_path: Path)
 async def test_a_client_leaving_during_the_import_ends_the_process(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     os.mkfifo(gate)  # never written: the import waits for ever
-    command = agent_command("tests.adapters.gated_agent:agent")
-    async with spawn(command, env={"ACP_TEST_GATE": str(gate)}) as client:
+    env = {"ACP_TEST_GATE": str(gate), **WAIT_FOR_IMPORT}
+    async with spawn(agent_command(GATED), env=env) as client:
         init = await client.request("initialize", INIT)
         new = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        assert (await next_answer(client))["id"] == init
         assert client.process.stdin is not None
         await client.process.stdin.aclose()
-        answer = await next_answer(client)
+        answers = [await next_answer(client) for _ in range(2)]
         with anyio.fail_after(SLOW):
             code = await client.process.wait()
-    assert answer["id"] == new and answer["error"]["code"] == -32800  # cancelled at EOF
+    assert sorted(a["id"] for a in answers) == sorted([init, new])
+    assert {a["error"]["code"] for a in answers} == {-32800}  # cancelled at EOF
     assert code == 0
+    assert b"Traceback" not in client.stderr
 
 
 @pytest.mark.parametrize(
-    "spec", sorted(spec for spec, (_, hidden) in OBJECTS.items() if hidden >= MCP_REMOTE)
+    ("given", "wait"), [(None, INITIALIZE_WAIT), ("0", 0.0), ("2.5", 2.5), ("-1", None)]
 )
-async def test_an_mcp_transport_not_announced_is_refused(spec: str, tmp_path: Path) -> None:
-    framework = OBJECTS[spec][0]
-    assert framework is not None
-    pytest.importorskip(framework)
-    command = [sys.executable, "-m", "acp_agent", "--store", "memory", "--agent", spec]
-    http = {"type": "http", "name": "probe", "url": "http://127.0.0.1:9/mcp", "headers": []}
-    async with spawn(command, env={"ACP_FAKE_BASE_URL": "http://127.0.0.1:9/v1"}) as client:
-        await client.initialize()
-        request_id = await client.request(
-            "session/new", {"cwd": str(tmp_path), "mcpServers": [http]}
-        )
-        answer, _ = await client.expect(lambda m: is_response(m, request_id), timeout=SLOW)
-        assert answer["error"]["code"] == -32602, answer
-        assert "HTTP MCP servers are not supported" in answer["error"]["message"]
-        result, _ = await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
-        assert result["sessionId"]
+def test_initialize_wait_from_the_environment(
+    given: str | None, wait: float | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default is the module's; 0 is allowed (answer at once), a negative refused."""
+    if given is None:
+        monkeypatch.delenv("ACP_AGENT_INITIALIZE_WAIT", raising=False)
+    else:
+        monkeypatch.setenv("ACP_AGENT_INITIALIZE_WAIT", given)
+    parser = build_parser()
+    if wait is None:
+        with pytest.raises(SystemExit):
+            parser.parse_args([])
+        return
+    assert parser.parse_args([]).initialize_wait == wait

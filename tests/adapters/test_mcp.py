@@ -190,16 +190,16 @@ async def test_session_load_connects_the_servers_and_the_end_stops_them(
 async def test_a_streamable_http_server_gets_its_headers_which_stay_off_disk(
     agent: tuple[str, str], fake: FakeModelServer, tmp_path: Path
 ) -> None:
-    """Served from Python (under ``--agent`` only stdio is announced): the server answers
-    401 without the token header, the call succeeding shows the header arrived; the store
-    and its WAL never hold it."""
+    """Served with ``--agent``, which announces the adapter's HTTP MCP (on main's code it
+    was refused ``-32602``): the server answers 401 without the token header, the call
+    succeeding shows the header arrived; the store and its WAL never hold it."""
     spec, tool = agent
     tool = tool.replace("calc_", "web_")
     token = f"tok-{os.urandom(8).hex()}"
     store = tmp_path / "sessions.db"
     async with (
         mcp_web_server(token) as url,
-        served(spec, fake, str(store), from_python=True) as client,
+        served(spec, fake, str(store)) as client,
     ):
         server = {
             "type": "http",

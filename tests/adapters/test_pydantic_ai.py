@@ -19,7 +19,7 @@ import pytest
 from acp_agent.llm.fake_server import FakeModelServer
 from tests.helpers.wire_client import FULL_CAPS, Message, ProcessClient, Turn, spawn
 
-from .serving import Shared, conversation_is_valid, loaded, one_test
+from .serving import WAIT_FOR_IMPORT, Shared, conversation_is_valid, loaded, one_test
 
 pytest.importorskip("pydantic_ai")
 # a fresh agent process imports pydantic-ai and openai: seconds on a busy machine
@@ -61,7 +61,8 @@ async def agent(
     command = [sys.executable, "-m", "acp_agent", "--store", str(store), "--agent", spec]
     if unstable:
         command.append("--unstable")
-    async with spawn(command, env={"ACP_FAKE_BASE_URL": fake.base_url}) as client:
+    env = {"ACP_FAKE_BASE_URL": fake.base_url, **WAIT_FOR_IMPORT}
+    async with spawn(command, env=env) as client:
         params = {"protocolVersion": 1, "clientCapabilities": FULL_CAPS if caps is None else caps}
         request_id = await client.request("initialize", params)
         answer, _ = await client.expect(lambda m: m.get("id") == request_id, START_TIMEOUT)
