@@ -6,8 +6,8 @@ The trip of one message::
       Peer.receive_data(bytes) -> events  framing, decoding, answers to our calls
       await tg.start(handler task)        one task per inbound request or notification
         table[method](params, ctx)        the layer above's handler
-        self._writer.write(answer)        the one write path: the sender writes,
-          transport.send()                or queues behind the write in progress
+        self._frames.put(answer)          one bounded queue of frames
+      writer task -> transport.send()     the one place bytes are written
 
 One ``AgentSession`` serves one transport (one stdio pipe pair). It is *not* an ACP
 session (a ``sessionId``): those live in :mod:`acp_agent.session` and are routed by
@@ -31,10 +31,10 @@ This module owns:
   cancelling a request (``$/cancel_request``, shutdown) cancels its cancel scope; if
   the handler catches that and returns a value, that value is the answer (a prompt
   answers ``stopReason: "cancelled"``), else the answer is ``-32800``;
-* the one write path (:class:`_Writer`, no task of its own): the sender that finds no
-  write in progress writes its frame itself, and then what others queued meanwhile,
-  joined into one write. A sender waits while the stream is full (back-pressure); a
-  cancelled sender never leaves half a frame on the wire;
+* the one write path: frames go into a bounded queue (a deque) in the order they are
+  sent and one writer task hands them to the transport, joining what is waiting into
+  one write. A sender waits while the stream is full (back-pressure); a cancelled
+  sender never leaves half a frame on the wire;
 * shutdown: on EOF pending outbound calls fail with
   :class:`~acp_agent.errors.ConnectionClosed`, in-flight handlers get a grace, are then
   cancelled and answer, and the last frames are written within a bound.
@@ -126,7 +126,8 @@ class AgentSession:
         self._peer: Peer[Reply, RequestContext] = Peer(
             lambda req: RequestContext(req.id, req.method), max_line=max_line
         )
-        self._writer = _Writer(transport, WRITE_BUFFER)
+        self._frames = _Frames(WRITE_BUFFER)
+        self._written = anyio.Event()  # set when the writer has ended
         self._closed = False
         self._unanswered = 0  # request tasks whose answer is not yet queued
         self._idle: anyio.Event | None = None  # set when _unanswered drops to 0
@@ -160,6 +161,7 @@ class AgentSession:
     async def serve(self) -> None:
         """Run until the peer closes the stream (EOF), then shut down cleanly."""
         async with anyio.create_task_group() as tg:
+            tg.start_soon(self._write_all, name="acp-writer")
             try:
                 with self._reading:
                     await self._receive_loop(tg)
@@ -216,19 +218,15 @@ class AgentSession:
                 else:
                     log.warning("ignored an invalid notification: %s", event.message)
 
-    async def _start(self, tg: anyio.abc.TaskGroup, fn: Callable[..., Any], *args: Any) -> None:
+    @staticmethod
+    async def _start(tg: anyio.abc.TaskGroup, fn: Callable[..., Any], *args: Any) -> None:
         """Start ``fn(*args)`` and let it run to its first ``await`` before the next
         message is looked at: that is how arrival order is kept.
 
-        Shielded (the reading scope, around the receive loop, shields it meanwhile): a
-        task cancelled before its first step would never run (nor answer).
+        Shielded: a task cancelled before its first step would never run (nor answer).
         """
-        reading = self._reading
-        reading.shield = True
-        try:
+        with anyio.CancelScope(shield=True):
             await tg.start(fn, *args)
-        finally:
-            reading.shield = False
 
     # ------------------------------------------------------------------ inbound
 
@@ -356,12 +354,33 @@ class AgentSession:
             await self._queue(frame)
 
     async def _queue(self, frame: bytes) -> None:
-        """Write ``frame`` behind every frame asked for before it (see :class:`_Writer`).
-        A frame asked for is written (or the connection is gone), never lost to a
-        cancellation, so a session's history holds what the client saw; a cancellation
-        is raised once it is handed over."""
-        await self._writer.write(frame)
+        """Put ``frame`` behind every frame queued before it. Waits only while the
+        stream is full, and then shielded: a frame asked for is written (or the
+        connection is gone), never lost to a cancellation, so a session's history
+        holds what the client saw; a cancellation is raised once it is queued."""
+        if self._frames.put_nowait(frame):
+            return
+        with anyio.CancelScope(shield=True):
+            await self._frames.put(frame)
         await anyio.lowlevel.checkpoint_if_cancelled()
+
+    async def _write_all(self) -> None:
+        """The writer: frames in order, what waits joined into one write (up to
+        ``JOIN_LIMIT``). Once the client stops reading, the rest is dropped."""
+        failed = False
+        try:
+            while (batch := await self._frames.take(JOIN_LIMIT)) is not None:
+                if failed:
+                    continue
+                try:
+                    await self._transport.send(batch)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                    # The client vanished. Handlers unwind as usual; output is dropped.
+                    log.warning("the client stopped reading (%s); output is dropped", exc)
+                    failed = True
+        finally:
+            self._frames.close()  # senders waiting for room give up
+            self._written.set()
 
     # ------------------------------------------------------------------ shutdown
 
@@ -381,100 +400,68 @@ class AgentSession:
             self._idle = anyio.Event()
             with anyio.move_on_after(grace):
                 await self._idle.wait()
-        await self._writer.aclose(FLUSH_GRACE)
+        self._frames.close()  # the writer ends once it has written what is queued
+        with anyio.move_on_after(FLUSH_GRACE):
+            await self._written.wait()
 
 
-class _Writer:
-    """The one write path, with no task of its own: frames in order, one write at a time.
+class _Frames:
+    """The writer's queue: frames in order, at most ``limit`` waiting; one taker.
 
-    A sender that finds no write in progress writes its frame itself; while it writes,
-    other senders queue theirs (at most ``limit``, then they wait for room) and return,
-    and it writes what they queued, joined into one write (up to ``JOIN_LIMIT``), before
-    it lets go. Each write is shielded, so a cancelled sender never tears a frame;
-    :meth:`aclose` bounds the last one. Once the client stops reading, output is dropped.
+    A deque and two events: cheaper per frame than a memory object stream, whose
+    ``receive`` yields once more and raises ``WouldBlock`` on every empty check.
     """
 
-    __slots__ = (
-        "_closed",
-        "_done",
-        "_failed",
-        "_limit",
-        "_queued",
-        "_room",
-        "_scope",
-        "_transport",
-    )
+    __slots__ = ("_closed", "_frames", "_limit", "_ready", "_room")
 
-    def __init__(self, transport: Transport, limit: int) -> None:
-        self._transport = transport
-        self._queued: deque[bytes] = deque()
+    def __init__(self, limit: int) -> None:
+        self._frames: deque[bytes] = deque()
         self._limit = limit
-        self._scope: anyio.CancelScope | None = None  # the write in progress
-        self._room: anyio.Event | None = None  # queuers wait for room, or for the turn
-        self._done: anyio.Event | None = None  # aclose waits for the write in progress
+        self._ready: anyio.Event | None = None  # the taker waits for a frame
+        self._room: anyio.Event | None = None  # putters wait for room
         self._closed = False
-        self._failed = False
 
-    async def write(self, frame: bytes) -> None:
-        """Write ``frame`` (or queue it behind the write in progress); ClosedResourceError
-        once closed."""
-        while self._scope is not None:
-            if self._closed:
-                raise anyio.ClosedResourceError
-            if len(self._queued) < self._limit:
-                self._queued.append(frame)
-                return
-            room = self._room = self._room or anyio.Event()
-            with anyio.CancelScope(shield=True):
-                await room.wait()
+    def put_nowait(self, frame: bytes) -> bool:
+        """Queue ``frame`` if there is room (False if not); ClosedResourceError once closed."""
         if self._closed:
             raise anyio.ClosedResourceError
-        with anyio.CancelScope(shield=True) as self._scope:
-            try:
-                batch: bytes | None = frame
-                while batch is not None:
-                    await self._send(batch)
-                    batch = self._take()
-            finally:
-                self._scope = None
-                for event in (self._room, self._done):
-                    if event is not None:
-                        event.set()
-                self._room = None
+        if len(self._frames) >= self._limit:
+            return False
+        self._frames.append(frame)
+        if self._ready is not None:
+            self._ready.set()
+        return True
 
-    async def _send(self, batch: bytes) -> None:
-        if self._failed:
-            return
-        try:
-            await self._transport.send(batch)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            # The client vanished. Handlers unwind as usual; output is dropped.
-            log.warning("the client stopped reading (%s); output is dropped", exc)
-            self._failed = True
+    async def put(self, frame: bytes) -> None:
+        """Queue ``frame``, waiting for room."""
+        while not self.put_nowait(frame):
+            if self._room is None:
+                self._room = anyio.Event()
+            await self._room.wait()
 
-    def _take(self) -> bytes | None:
-        """What was queued meanwhile, joined up to ``JOIN_LIMIT``; None if nothing."""
-        queued = self._queued
-        if not queued:
-            return None
-        batch = [queued.popleft()]
+    async def take(self, limit: int) -> bytes | None:
+        """What waits, joined up to ``limit`` bytes (at least one frame); None once
+        closed and empty."""
+        while not self._frames:
+            if self._closed:
+                return None
+            ready = self._ready = anyio.Event()
+            await ready.wait()
+            self._ready = None
+        frames = self._frames
+        batch = [frames.popleft()]
         size = len(batch[0])
-        while queued and size + len(queued[0]) <= JOIN_LIMIT:
-            size += len(queued[0])
-            batch.append(queued.popleft())
+        while frames and size + len(frames[0]) <= limit:
+            size += len(frames[0])
+            batch.append(frames.popleft())
         if self._room is not None:
             self._room.set()
             self._room = None
         return batch[0] if len(batch) == 1 else b"".join(batch)
 
-    async def aclose(self, grace: float) -> None:
-        """No more frames; what is queued is written within ``grace`` seconds, then the
-        write in progress is given up."""
+    def close(self) -> None:
+        """No more frames; the taker gets what is queued, then None."""
         self._closed = True
-        if self._scope is None:
-            return
-        done = self._done = anyio.Event()
-        with anyio.move_on_after(grace):
-            await done.wait()
-        if self._scope is not None:
-            self._scope.cancel()
+        for event in (self._ready, self._room):
+            if event is not None:
+                event.set()
