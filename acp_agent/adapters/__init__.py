@@ -44,7 +44,7 @@ class Framework:
     """One adapter: it serves objects whose type comes from ``package``."""
 
     name: str
-    #: the top-level package the served objects' classes come from (``pydantic_ai``)
+    #: the package the served objects' classes come from (``pydantic_ai``, ``google.adk``)
     package: str
     #: ``"module:function"``: the function taking the object and returning an Agent
     adapter: str
@@ -58,10 +58,12 @@ FRAMEWORKS: Final[list[Framework]] = [
     Framework(
         "OpenAI Agents SDK", "agents", "acp_agent.adapters.openai_agents:adapt", "openai-agents"
     ),
+    Framework("Google ADK", "google.adk", "acp_agent.adapters.google_adk:adapt", "google-adk"),
 ]
 
 EXPECTED: Final = (
-    "an acp_agent Agent, a pydantic-ai Agent, a LangGraph graph or an OpenAI Agents SDK Agent"
+    "an acp_agent Agent, a pydantic-ai Agent, a LangGraph graph, an OpenAI Agents SDK Agent"
+    " or a Google ADK agent"
 )
 
 
@@ -70,11 +72,11 @@ class LoadError(Exception):
 
 
 def framework_of(obj: object) -> Framework | None:
-    """The adapter for ``obj``, by the top-level package of the classes of its type."""
+    """The adapter for ``obj``, by the package of the classes of its type."""
     for cls in type(obj).__mro__:
-        top = cls.__module__.partition(".")[0]
+        module = cls.__module__
         for framework in FRAMEWORKS:
-            if framework.package == top:
+            if module == framework.package or module.startswith(framework.package + "."):
                 return framework
     return None
 
