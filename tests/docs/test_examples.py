@@ -109,3 +109,33 @@ def test_the_language_model_agent_command_runs(tmp_path: Path, model_url: str) -
     assert done.returncode == 0, done.stderr
     assert "model: fake" in done.stderr
     assert done.stdout.strip()
+
+
+@pytest.mark.timeout(120)
+def test_the_serving_commands_serve_and_chat(tmp_path: Path) -> None:
+    # the page's loopback server, on a free port instead of 8765, and its chat client
+    serve = [w.replace(":8765", ":0") for w in command_line("serving.md", "acp-agent-kit serve")]
+    assert serve[1:] == ["serve", "--listen", "127.0.0.1:0"], serve
+    env = child_env({"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")})
+    with subprocess.Popen(
+        serve, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as server:
+        try:
+            assert server.stderr is not None
+            line = server.stderr.readline()
+            while line and "serving http://" not in line:
+                line = server.stderr.readline()
+            port = re.search(r"serving http://127\.0\.0\.1:(\d+)", line)
+            assert port, f"serve printed no address: {line!r}"
+            chat = [
+                w.replace(":8765", f":{port[1]}")
+                for w in command_line("serving.md", "acp-agent-kit chat")
+            ]
+            assert chat[1:3] == ["chat", "--url"], chat
+            chat[2:2] = ["-p", "/echo served"]
+            done = run(chat, tmp_path)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.strip() == "served"
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
