@@ -94,7 +94,9 @@ def test_the_pydantic_ai_agent_of_adapters_runs(tmp_path: Path, model_url: str) 
     chat[2:2] = ["-p", "hello"]
     done = run(chat, tmp_path, OPENAI_BASE_URL=model_url, OPENAI_API_KEY="test")
     assert done.returncode == 0, done.stderr
-    assert "connected to myagent:agent" in done.stderr
+    # initialize announces the object's own agentInfo: pydantic-ai's
+    assert "connected to pydantic-ai" in done.stderr, done.stderr
+    assert "[end_turn]" in done.stderr, done.stderr
     assert done.stdout.strip()
 
 
