@@ -6,7 +6,9 @@ or ``auto``, the default: uvloop when it is installed, else asyncio. This is the
 that names the backends; everything else runs on anyio.
 
 ``running_asyncio_loop`` tells which kind runs (the remote server starts Hypercorn's
-matching flavour). It knows nothing of what runs on the loop.
+matching flavour); ``KeptReader`` waits for a file descriptor to be readable on asyncio
+(uvloop too) with one registration kept across waits, the one loop-specific part of the
+stdio transport. It knows nothing of what runs on the loop.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BACKENDS",
     "Backend",
+    "KeptReader",
     "run",
     "running_asyncio_loop",
 ]
@@ -58,3 +61,47 @@ def running_asyncio_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+class KeptReader:
+    """Waits until ``fd`` is readable, on the running asyncio loop, with a reader kept
+    registered across waits instead of one registration (``epoll_ctl`` calls, an event)
+    per wait. Readiness that finds no wait unregisters it, so a loop never spins on input
+    nobody reads; the next wait registers it again. ``close`` fails a wait in progress."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._loop: asyncio.AbstractEventLoop | None = None  # where the reader is registered
+        self._waiter: asyncio.Future[None] | None = None
+
+    async def wait(self) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            loop.add_reader(self._fd, self._readable)
+            self._loop = loop
+        waiter = self._waiter = loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _readable(self) -> None:
+        waiter = self._waiter
+        if waiter is None:
+            self._unregister()
+        elif not waiter.done():
+            waiter.set_result(None)
+
+    def _unregister(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self._fd)
+            self._loop = None
+
+    def close(self, error: BaseException) -> None:
+        """Unregister; a wait in progress raises ``error``."""
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(error)
+        self._unregister()

@@ -19,7 +19,6 @@ It deliberately knows nothing of frames, JSON-RPC or ACP: it moves bytes.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import logging
@@ -33,7 +32,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
-from .._loop import running_asyncio_loop
+from .._loop import KeptReader, running_asyncio_loop
 
 __all__ = ["StdioTransport", "StdoutReservation", "open_stdio", "reserve_stdout"]
 
@@ -214,44 +213,18 @@ class StdioTransport(anyio.abc.AsyncResource):
 
 
 class _AsyncioStdioTransport(StdioTransport):
-    """:class:`StdioTransport` whose reads wait on a reader kept registered with the
-    asyncio loop (uvloop too), instead of one registration (``epoll_ctl`` calls, an
-    event) per wait. Readiness that finds no read waiting unregisters it, so a loop
-    never spins on input nobody reads; the next wait registers it again."""
+    """:class:`StdioTransport` whose reads wait on a :class:`~acp_agent._loop.KeptReader`
+    (asyncio and uvloop)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._loop: asyncio.AbstractEventLoop | None = None  # where the reader is registered
-        self._waiter: asyncio.Future[None] | None = None
+        self._reader = KeptReader(self._read_fd)
 
     async def _wait_readable(self, fd: int) -> None:
-        loop = asyncio.get_running_loop()
-        if self._loop is None:
-            loop.add_reader(fd, self._readable)
-            self._loop = loop
-        waiter = self._waiter = loop.create_future()
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-
-    def _readable(self) -> None:
-        waiter = self._waiter
-        if waiter is None:
-            self._unregister()
-        elif not waiter.done():
-            waiter.set_result(None)
-
-    def _unregister(self) -> None:
-        if self._loop is not None:
-            self._loop.remove_reader(self._read_fd)
-            self._loop = None
+        await self._reader.wait()
 
     async def aclose(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(anyio.ClosedResourceError())
-        self._unregister()
+        self._reader.close(anyio.ClosedResourceError())
         await super().aclose()
 
 
