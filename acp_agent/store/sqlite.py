@@ -13,8 +13,9 @@ only itself. A disk that stalls stalls the event loop with it (the PostgreSQL st
 driver runs on threads instead).
 
 Checkpoints leave the commit path: the connection's automatic checkpoints are off, and when
-the WAL file grows past ``CHECKPOINT_BYTES`` a passive checkpoint runs on a thread of the
-store's own (one at a time, on a connection of its own; joined by ``aclose``). It copies
+the WAL file grows past a threshold a passive checkpoint runs on a thread of the store's
+own (:mod:`.sqlite_checkpoints`: one at a time, on a connection of its own; joined by
+``aclose``). It copies
 what it can into the database and never waits for a lock; the WAL is reused from its start
 once a checkpoint has copied all of it.
 
@@ -45,7 +46,6 @@ import builtins
 import logging
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -73,6 +73,7 @@ from acp_agent.store.base import (
     session_not_found,
 )
 from acp_agent.store.group_commit import GroupCommit
+from acp_agent.store.sqlite_checkpoints import Checkpoints
 from acp_agent.store.sqlite_locks import SessionLocks
 from acp_agent.store.sqlite_rows import items_of, write_turn_rows
 from acp_agent.store.sqlite_schema import (
@@ -93,7 +94,6 @@ LOCK_WAIT: Final = 30.0
 """Seconds a write waits for another process's write lock before it fails."""
 
 PRUNE_BATCH: Final = 500  # rows deleted per transaction by ``prune``
-CHECKPOINT_BYTES: Final = 4 * 1024 * 1024  # a WAL this big is checkpointed (SQLite's default)
 _RETRY_FIRST, _RETRY_MOST = 0.001, 0.05  # seconds between tries for another process's lock
 
 _COLUMNS: Final = (
@@ -145,8 +145,7 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
         self.path = Path(path).expanduser()
         self.lock_wait = lock_wait
         self._timestamps = Timestamps(clock)
-        self._wal = Path(f"{self.path}-wal")
-        self._checkpoint: threading.Thread | None = None  # the one running, if any
+        self._checkpoints = Checkpoints(self.path)
         self._conn: sqlite3.Connection | None = None
         self._locks: SessionLocks | None = None
         self._identity: tuple[int, int] | None = None  # the opened file's (device, inode)
@@ -197,9 +196,7 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
         self._closed = True
         conn, self._conn = self._conn, None
         locks, self._locks = self._locks, None
-        checkpoint, self._checkpoint = self._checkpoint, None
-        if checkpoint is not None:
-            checkpoint.join()  # a passive checkpoint: it never waits for a lock
+        self._checkpoints.join()
         if conn is not None:
             conn.close()
         if locks is not None:
@@ -250,39 +247,8 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
                     time.monotonic() - waited_since,
                 )
             if write:
-                self._checkpoint_if_due()
+                self._checkpoints.start_if_due()
             return result
-
-    def _checkpoint_if_due(self) -> None:
-        """Start a passive checkpoint on the store's thread if the WAL has grown past
-        ``CHECKPOINT_BYTES`` and none is running."""
-        running = self._checkpoint
-        if running is not None and running.is_alive():
-            return
-        try:
-            size = os.stat(self._wal).st_size
-        except OSError:
-            return  # no WAL yet (or gone with the file: the next write says so)
-        if size < CHECKPOINT_BYTES:
-            return
-        if running is not None:
-            running.join()  # finished: reaped
-        self._checkpoint = threading.Thread(
-            target=self._checkpoint_passive, name="acp-sqlite-checkpoint"
-        )
-        self._checkpoint.start()
-
-    def _checkpoint_passive(self) -> None:
-        """One passive checkpoint on a connection of its own (on the store's thread); a
-        failure is logged: the WAL keeps every commit meanwhile, and the next one retries."""
-        try:
-            conn = sqlite3.connect(self.path, isolation_level=None)
-            try:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            finally:
-                conn.close()
-        except (sqlite3.Error, OSError) as exc:
-            log.warning("session store %s: checkpoint failed: %s", self.path, exc)
 
     def _checked(
         self, fn: Callable[[sqlite3.Connection], _T], conn: sqlite3.Connection, write: bool

@@ -32,6 +32,7 @@ from acp_agent.store import (
     StoreFailed,
     TurnRecord,
     TurnWrite,
+    sqlite_checkpoints,
 )
 from acp_agent.store import sqlite as sqlite_store
 from acp_agent.store.sqlite import SCHEMA_VERSION
@@ -473,16 +474,16 @@ async def test_prune_deletes_in_small_transactions_and_spares_held_sessions(
 async def test_commits_leave_checkpoints_to_a_thread_of_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite_store, "CHECKPOINT_BYTES", 64 * 1024)
+    monkeypatch.setattr(sqlite_checkpoints, "CHECKPOINT_BYTES", 64 * 1024)
     db = tmp_path / "s.sqlite3"
     seen: list[str] = []
-    checkpoint = sqlite_store.SqliteSessionStore._checkpoint_passive
+    checkpoint = sqlite_checkpoints.Checkpoints.passive
 
-    def on_its_thread(store: sqlite_store.SqliteSessionStore) -> None:
+    def on_its_thread(checkpoints: sqlite_checkpoints.Checkpoints) -> None:
         seen.append(threading.current_thread().name)
-        checkpoint(store)
+        checkpoint(checkpoints)
 
-    monkeypatch.setattr(sqlite_store.SqliteSessionStore, "_checkpoint_passive", on_its_thread)
+    monkeypatch.setattr(sqlite_checkpoints.Checkpoints, "passive", on_its_thread)
     async with await SqliteSessionStore.open(db) as store:
         conn = store._conn
         assert conn is not None
@@ -493,7 +494,7 @@ async def test_commits_leave_checkpoints_to_a_thread_of_the_store(
         big = item(text="x" * 20_000)
         for n in range(8):  # past 64 KiB of WAL
             await store.write_turn(TurnWrite("s", f"t{n}", begin=[big], end="end_turn"))
-        running = store._checkpoint
+        running = store._checkpoints.running
         assert running is not None
         await anyio.to_thread.run_sync(running.join)
         assert seen and seen[0] == "acp-sqlite-checkpoint"
