@@ -12,12 +12,11 @@ one transaction (``group_commit``), each in a savepoint of its own: a refused wr
 only itself. A disk that stalls stalls the event loop with it (the PostgreSQL store's
 driver runs on threads instead).
 
-Checkpoints leave the commit path: the connection's automatic checkpoints are off, and when
-the WAL file grows past a threshold a passive checkpoint runs on a thread of the store's
-own (:mod:`.sqlite_checkpoints`: one at a time, on a connection of its own; joined by
-``aclose``). It copies
-what it can into the database and never waits for a lock; the WAL is reused from its start
-once a checkpoint has copied all of it.
+Checkpoints leave the commit path: the connection's automatic checkpoints are off, and once
+the WAL holds enough a passive checkpoint runs on a thread of the store's own
+(:mod:`.sqlite_checkpoints`: one at a time, on a connection of its own; joined by
+``aclose``). It copies what it can into the database and never waits for a lock; the WAL is
+reused from its start once a checkpoint has copied all of it.
 
 What it checks, so that a write is never acknowledged without being in the file:
 
@@ -247,7 +246,7 @@ class SqliteSessionStore(anyio.abc.AsyncResource):
                     time.monotonic() - waited_since,
                 )
             if write:
-                self._checkpoints.start_if_due()
+                self._checkpoints.committed()
             return result
 
     def _checked(

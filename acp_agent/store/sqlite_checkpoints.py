@@ -1,6 +1,6 @@
-"""The SQLite store's checkpoints, off the event loop: when the WAL file has grown past
-``CHECKPOINT_BYTES``, one passive checkpoint on a thread of its own, with a connection of
-its own. It knows nothing of sessions or of the commits that grew the WAL."""
+"""The SQLite store's checkpoints, off the event loop: one passive checkpoint at a time, on a
+thread of its own with a connection of its own, once the WAL holds enough to be worth it.
+It knows nothing of sessions or of the commits that grew the WAL."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ import threading
 from pathlib import Path
 from typing import Final
 
-__all__ = ["CHECKPOINT_BYTES", "Checkpoints"]
+__all__ = ["CHECKPOINT_BYTES", "CHECKPOINT_COMMITS", "Checkpoints"]
 
 log = logging.getLogger("acp_agent.store")
 
-CHECKPOINT_BYTES: Final = 4 * 1024 * 1024  # a WAL this big is checkpointed (SQLite's default)
+#: the WAL file grown by this much since the last checkpoint began: checkpoint it
+CHECKPOINT_BYTES: Final = 4 * 1024 * 1024
+#: or this many commits since then: a WAL reused from its start refills without growing
+CHECKPOINT_COMMITS: Final = 256
 
 
 class Checkpoints:
@@ -25,10 +28,12 @@ class Checkpoints:
         self.path = path
         self._wal = Path(f"{path}-wal")
         self.running: threading.Thread | None = None  # the last one started, if any
+        self._commits = 0  # commits since the last one began
+        self._size = 0  # the WAL file's size when the last one began
 
-    def start_if_due(self) -> None:
-        """Start a passive checkpoint if the WAL has grown past ``CHECKPOINT_BYTES`` and
-        none is running."""
+    def committed(self) -> None:
+        """After a commit: start a passive checkpoint if one is due and none is running."""
+        self._commits += 1
         running = self.running
         if running is not None and running.is_alive():
             return
@@ -36,10 +41,11 @@ class Checkpoints:
             size = os.stat(self._wal).st_size
         except OSError:
             return  # no WAL yet (or gone with the file: the next write says so)
-        if size < CHECKPOINT_BYTES:
+        if self._commits < CHECKPOINT_COMMITS and size < self._size + CHECKPOINT_BYTES:
             return
         if running is not None:
             running.join()  # finished: reaped
+        self._commits, self._size = 0, size
         self.running = threading.Thread(target=self.passive, name="acp-sqlite-checkpoint")
         self.running.start()
 

@@ -145,6 +145,10 @@ async def test_open_is_required_and_happens_once(tmp_path: Path) -> None:
         await store.aclose()
 
 
+def size(path: Path) -> int:
+    return path.stat().st_size
+
+
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
@@ -501,3 +505,36 @@ async def test_commits_leave_checkpoints_to_a_thread_of_the_store(
         assert threading.current_thread().name not in seen
         assert db.stat().st_size > before  # the WAL's pages are in the database file now
         assert len(await store.load_history(ME, "s")) == 8
+
+
+async def test_a_wal_reused_from_its_start_is_checkpointed_by_commits_not_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The WAL file keeps its size once reused from its start: a checkpoint per commit
+    # would follow if its size alone decided.
+    monkeypatch.setattr(sqlite_checkpoints, "CHECKPOINT_BYTES", 64 * 1024)
+    monkeypatch.setattr(sqlite_checkpoints, "CHECKPOINT_COMMITS", 10)
+    db = tmp_path / "s.sqlite3"
+    started: list[int] = []
+    checkpoint = sqlite_checkpoints.Checkpoints.passive
+
+    def counted(checkpoints: sqlite_checkpoints.Checkpoints) -> None:
+        started.append(1)
+        checkpoint(checkpoints)
+
+    monkeypatch.setattr(sqlite_checkpoints.Checkpoints, "passive", counted)
+    async with await SqliteSessionStore.open(db) as store:
+        await store.create(SessionRecord("s", cwd="/"))
+        big = item(text="x" * 100_000)
+        for n in range(12):  # a WAL of a few MiB: checkpoints by size
+            await store.write_turn(TurnWrite("s", f"big{n}", begin=[big], end="end_turn"))
+            store._checkpoints.join()
+        by_size = len(started)
+        assert by_size >= 1
+        wal = size(Path(f"{db}-wal"))
+        assert wal >= 64 * 1024
+        for n in range(30):  # small turns in the reused WAL: one checkpoint per 10 commits
+            await store.write_turn(TurnWrite("s", f"small{n}", begin=[item()], end="end_turn"))
+            store._checkpoints.join()
+        assert size(Path(f"{db}-wal")) == wal  # reused, not grown
+        assert len(started) == by_size + 3
