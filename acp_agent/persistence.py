@@ -1,16 +1,18 @@
 """Persistence glue: writes each turn's steps to the :class:`~acp_agent.store.SessionStore`,
 each session's in order, one :class:`~acp_agent.store.TurnWrite` (one transaction) each.
 
-It owns the queues of turn writes (:class:`Persister`, one queue per session), the task that
-writes them (with one child task per session being written, so a session whose write is
-stuck holds no other), and the per-session :class:`~acp_agent.history.TurnSink` handed to
-``History`` (:class:`SessionSink`). History reports a turn's steps synchronously as updates
-are sent; they gather in the session's last queued write. The writer task writes the queue:
+It owns the queues of turn writes (:class:`Persister`, one queue per session), who writes
+them, and the per-session :class:`~acp_agent.history.TurnSink` handed to ``History``
+(:class:`SessionSink`). History reports a turn's steps synchronously as updates are sent;
+they gather in the session's last queued write. A session's queue is written:
 
-- at once when someone waits for it: a turn's end (``sync``, before its answer), a turn that
-  streams faster than the store (``catch_up``), or a write grown to ``FLUSH_BYTES``;
-- otherwise ``FLUSH_DELAY`` after the first step queued, so that a turn waiting on its
-  client has what it sent so far in the store, and a short turn is one write, not two.
+- by whoever waits for it, when the store ``writes_inline`` and nobody is writing it: a
+  turn's end (``sync``, before its answer) writes in the turn's own task;
+- else by the writer task, one child task per session being written (a session whose write
+  is stuck holds no other): at once when someone waits (``sync`` on a store that writes on
+  threads, a turn streaming faster than the store, ``catch_up``, a write grown to
+  ``FLUSH_BYTES``), otherwise ``FLUSH_DELAY`` after it woke, so that a turn waiting on its
+  client has what it sent so far in the store. It wakes at most once per ``FLUSH_DELAY``.
 
 A failed write fails its own session only: the turn it belongs to answers the store's
 error, and the session's later steps are kept, not written, until the next prompt of the
@@ -43,6 +45,7 @@ import orjson
 
 from .errors import InternalError, RequestError, SessionLeased
 from .store import JsonText, PackedJson, SessionStore, StoreFailed, TurnWrite
+from .store.base import writes_inline
 from .store.shared import held_prompts_of, leases_of
 
 __all__ = ["Persister", "SessionSink"]
@@ -53,7 +56,7 @@ log = logging.getLogger("acp_agent.persistence")
 FLUSH_BYTES: Final = 128 * 1024
 #: queued update text above which a streaming turn waits for the store (``catch_up``)
 BEHIND_BYTES: Final = 1024 * 1024
-#: seconds a step may wait in the queue before the writer writes it unasked
+#: seconds a step may wait in the queue before the writer task writes it unasked
 FLUSH_DELAY: Final = 0.05
 
 
@@ -62,11 +65,11 @@ def _size(item: JsonText | PackedJson) -> int:
 
 
 class Persister:
-    """Writes turns to the store from one task: what is queued, each session's writes in
-    order and the sessions at once."""
+    """Writes turns to the store: each session's writes in order, the sessions at once."""
 
     def __init__(self, store: SessionStore) -> None:
         self.store = store
+        self._inline = writes_inline(store)  # a turn's end writes in the turn's task
         self._queues: dict[str, deque[TurnWrite]] = {}  # each session's writes, in order
         self._open: dict[str, TurnWrite] = {}  # each session's last write in the queue
         self._writing: set[str] = set()  # sessions whose writes a child task writes now
@@ -75,9 +78,9 @@ class Persister:
         self._queued_bytes = 0
         #: turns answered ``cancelled`` before their write was confirmed: (steps, turn id)
         self._unconfirmed: dict[str, tuple[int, str]] = {}
-        self._work = anyio.Event()  # set when the queue stops being empty
+        self._work = anyio.Event()  # set when a write is queued: the writer task wakes
         self._due = anyio.Event()  # set when someone waits: write without delay
-        self._progress = anyio.Event()  # set (and replaced) after every write
+        self._progress: anyio.Event | None = None  # set (and dropped) after a write
         #: set (and dropped) after a write of the session: what a turn's end waits on
         self._written: dict[str, anyio.Event] = {}
         #: sessions whose write failed, with the error; their writes wait in ``_held_back``
@@ -128,7 +131,8 @@ class Persister:
         tg.start_soon(self._write_queued, name="acp-persister")
 
     async def _write_queued(self) -> None:
-        """Wait for work; start a child task for every session with writes queued and none
+        """Wake when a write is queued; then, at once if someone waits, else after
+        ``FLUSH_DELAY``, start a child task for every session with writes queued and none
         being written (a session being written goes on with its own queue)."""
         async with anyio.create_task_group() as writers:
             while True:
@@ -144,28 +148,37 @@ class Persister:
                         writers.start_soon(self._write_session, session_id, queue)
 
     async def _write_session(self, session_id: str, queue: deque[TurnWrite]) -> None:
-        """Write the session's queue in order until it is empty (a store may commit the
-        writes of several sessions together); progress is counted after each write."""
+        """Write the session's queue in order until it is empty (the caller has put the
+        session in ``_writing``). A write cancelled in the store was not made: it stays
+        first in the queue, for the writer task."""
         try:
             while queue:
                 write = queue[0]
                 if self._open.get(session_id) is write:
                     del self._open[session_id]  # later steps start a new write
-                try:
-                    await self._write(write)
-                finally:
-                    queue.popleft()
-                    self._done[session_id] = self._done.get(session_id, 0) + _steps(write)
-                    self._queued_bytes -= sum(map(_size, write.updates))
-                    progress, self._progress = self._progress, anyio.Event()
-                    progress.set()
-                    written = self._written.pop(session_id, None)
-                    if written is not None:
-                        written.set()
+                await self._write(write)
+                queue.popleft()
+                self._done[session_id] = self._done.get(session_id, 0) + _steps(write)
+                self._queued_bytes -= sum(map(_size, write.updates))
+                if self._progress is not None:
+                    self._progress.set()
+                    self._progress = None
+                written = self._written.pop(session_id, None)
+                if written is not None:
+                    written.set()
         finally:
             self._writing.discard(session_id)
-            if not queue and self._queues.get(session_id) is queue:
+            if queue:  # cancelled: the writer task writes the rest
+                self._work.set()
+                self._due.set()
+            elif self._queues.get(session_id) is queue:
                 del self._queues[session_id]
+
+    async def _progressed(self) -> None:
+        """Wait for the next write of any session."""
+        if self._progress is None:
+            self._progress = anyio.Event()
+        await self._progress.wait()
 
     async def _write(self, write: TurnWrite) -> None:
         """Write one write (or set it aside if its session failed)."""
@@ -208,12 +221,17 @@ class Persister:
             targets = dict(self._queued)
             while self._behind_on(targets):
                 self._due.set()
-                await self._progress.wait()
+                await self._progressed()
             return
         # Woken by the session's own writes only: fifty turn ends waiting at once are not
         # each woken by the other forty-nine sessions' writes.
         target = self._queued.get(session_id, 0)
         while self._done.get(session_id, 0) < target:
+            queue = self._queues.get(session_id)
+            if self._inline and queue and session_id not in self._writing:
+                self._writing.add(session_id)
+                await self._write_session(session_id, queue)
+                continue
             self._due.set()
             written = self._written.get(session_id)
             if written is None:
@@ -246,7 +264,7 @@ class Persister:
         the writing: a turn cancelled while it waits leaves no write half done."""
         while self.behind():
             self._due.set()
-            await self._progress.wait()
+            await self._progressed()
 
     async def before_turn(self, session_id: str) -> None:
         """Before a prompt of the session runs: raise ``SessionLeased`` if this host lost

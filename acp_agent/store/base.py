@@ -31,6 +31,9 @@ Semantics every implementation keeps:
   that raises changes nothing. Any call after ``aclose`` raises ``anyio.ClosedResourceError``.
   A store that cannot do a call (its file gone, an I/O error) raises ``StoreFailed``.
 - Writes are durable when they return: a process killed afterwards loses none of them.
+- A store whose class sets ``writes_inline = True`` promises that ``write_turn`` waits on
+  nothing but the event loop (no thread, no network) and that a call cancelled while it
+  waits has written nothing: a turn's write is then made in the turn's own task.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ __all__ = [
     "Timestamps",
     "TurnRecord",
     "TurnWrite",
+    "writes_inline",
 ]
 
 JsonText = str
@@ -296,3 +300,8 @@ def check_turn_write(write: TurnWrite, *, exists: bool, stop_reason: str | None)
         raise turn_not_found(write.session_id, write.turn_id)
     elif stop_reason is not None:
         raise turn_refused(write.turn_id, "ended", "end" if write.end is not None else "append")
+
+
+def writes_inline(store: object) -> bool:
+    """Whether ``store`` may write a turn in the turn's own task (see the module's notes)."""
+    return getattr(type(store), "writes_inline", False) is True

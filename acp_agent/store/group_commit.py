@@ -7,7 +7,8 @@ write waiting then, hands them to the commit function it was given (one transact
 and wakes each writer with its own outcome; writes that arrive meanwhile form the next batch,
 led by one of their own callers. No task runs in the background: every batch is committed by
 a caller that waits for it. A batch is committed shielded from its leader's cancellation, so
-its outcome always reaches every writer in it.
+its outcome always reaches every writer in it; a write cancelled before a batch took it is not
+written, and one cancelled after returns its outcome all the same.
 
 It knows nothing of SQL, threads or connections (``acp_agent.store.postgres`` and
 ``acp_agent.store.sqlite`` give it the commit function), and nothing of what an outcome means.
@@ -62,7 +63,11 @@ class GroupCommit(Generic[P, R]):
         except BaseException:
             if pending in self._waiting:  # cancelled before any batch took it: not written
                 self._waiting.remove(pending)
-            raise
+                raise
+            # In the batch in flight: its outcome is its caller's, as if it had come
+            # first; the cancellation is raised at the caller's next checkpoint.
+            with anyio.CancelScope(shield=True):
+                await pending.done.wait()
         if pending.error is not None:
             raise pending.error
         return pending.outcome  # type: ignore[return-value]

@@ -133,6 +133,8 @@ def _identity(path: Path) -> tuple[int, int]:
 class SqliteSessionStore(anyio.abc.AsyncResource):
     """A ``SessionStore`` on one SQLite file; create it with ``await SqliteSessionStore.open``."""
 
+    writes_inline = True  # commits on the loop's thread; a cancelled write wrote nothing
+
     def __init__(
         self,
         path: str | os.PathLike[str],

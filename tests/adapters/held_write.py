@@ -22,6 +22,8 @@ from acp_agent.store import SqliteSessionStore, TurnWrite
 
 
 class HeldStore(SqliteSessionStore):
+    writes_inline = False  # its held write waits on a thread: the writer task makes it
+
     def __init__(self, path: str, held: Path, go: Path) -> None:
         super().__init__(path)
         self.held, self.go = held, go
