@@ -442,12 +442,16 @@ class _Frames:
     async def take(self, limit: int) -> bytes | None:
         """What waits, joined up to ``limit`` bytes (at least one frame); None once
         closed and empty."""
-        while not self._frames:
-            if self._closed:
-                return None
-            ready = self._ready = anyio.Event()
-            await ready.wait()
-            self._ready = None
+        if not self._frames:
+            while not self._frames:
+                if self._closed:
+                    return None
+                ready = self._ready = anyio.Event()
+                await ready.wait()
+                self._ready = None
+            # Woken by the first frame: the tasks ready now run first, so that what they
+            # send meanwhile (a turn's answer after its update) leaves in the same write.
+            await anyio.lowlevel.checkpoint()
         frames = self._frames
         batch = [frames.popleft()]
         size = len(batch[0])
