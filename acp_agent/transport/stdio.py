@@ -90,6 +90,8 @@ class StdioTransport(anyio.abc.AsyncResource):
         self._closed = False
         self._torn = False
         self._buffer = memoryview(bytearray(chunk_size))  # what every read fills
+        self._drained = False  # the last read was short: wait before the next one
+        self._pollable = False  # a read found nothing once (a file never does)
 
     def _read_some(self, fd: int) -> bytes:
         """One ``read`` into a buffer kept for the transport's life, copied out.
@@ -132,6 +134,9 @@ class StdioTransport(anyio.abc.AsyncResource):
     async def _read(self) -> bytes:
         fd = self._read_fd
         waited = False
+        if self._drained:  # one read when the input comes, not one more that finds none
+            await self._wait_readable(fd)
+            waited = True
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
@@ -143,9 +148,11 @@ class StdioTransport(anyio.abc.AsyncResource):
             except OSError as exc:
                 raise anyio.BrokenResourceError(f"reading fd {fd} failed: {exc}") from exc
             if data is None:
+                self._pollable = True
                 await self._wait_readable(fd)
                 waited = True
                 continue
+            self._drained = self._pollable and len(data) < self._chunk_size
             if not waited:
                 # The read did not wait: still let other tasks run.
                 await anyio.lowlevel.cancel_shielded_checkpoint()
