@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from acp_agent.store.group_commit import GroupCommit
@@ -112,3 +113,35 @@ async def test_a_cancelled_leader_still_delivers_its_batch() -> None:
         fake.release.set()
     assert fake.batches == [[1], [2]]
     assert outcomes == [20]
+
+
+async def test_a_write_cancelled_while_its_batch_commits_returns_its_outcome() -> None:
+    # Its caller must know it was written: else it would write it again.
+    fake = Fake()
+    commits: GroupCommit[int, int] = GroupCommit(fake.commit)
+    outcomes: list[int] = []
+    follower = anyio.CancelScope()
+
+    async def follow() -> None:
+        with follower:
+            outcomes.append(await commits.write(3))
+            await anyio.lowlevel.checkpoint()
+            outcomes.append(-1)  # never: the cancel is raised at the next checkpoint
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(commits.write, 1)
+        await anyio.wait_all_tasks_blocked()
+        tg.start_soon(commits.write, 2)
+        tg.start_soon(follow)
+        await anyio.wait_all_tasks_blocked()
+        first, fake.release = fake.release, anyio.Event()
+        first.set()  # batch [1] ends; [2, 3] starts, led by one of its writers
+        await anyio.wait_all_tasks_blocked()
+        follower.cancel()
+        await anyio.wait_all_tasks_blocked()
+        waited = outcomes == []  # it waits for its batch
+        fake.release.set()
+    assert waited
+    assert outcomes == [30]
+    assert follower.cancelled_caught
+    assert [sorted(batch) for batch in fake.batches] == [[1], [2, 3]]  # written once
