@@ -8,7 +8,8 @@ that ended, the streamed one is its session's first turn, so the repair is tried
 memory with turns and on an empty one. A new process on the same SQLite file loads each
 session: the replay shows the killed turn's prompt, its partial text and its calls
 ``failed``, and the next model request holds the same: the prompt, the partial text as
-the assistant's, and each call answered "interrupted".
+the assistant's, and each call answered "interrupted"; loaded once more after a turn that
+saved its memory, the killed turn is told once.
 
 Each agent is two processes (the killed one, the loading one) shared by its cases; what
 was sent reaches the store before the kill (``session/fork`` answers once its source's
@@ -244,4 +245,15 @@ async def test_the_model_is_told_what_the_replay_of_a_killed_turn_shows(
     results = [m for m in messages[answered[0] :] if m["role"] == "tool"]
     assert len(results) == len(called), told
     assert all("interrupted" in text_of(m.get("content")) for m in results), results
+    assert conversation_is_valid(messages), messages
+
+    # loaded again after a turn that saved its memory: told once, not twice
+    await load(client, sid, killed.cwd)
+    before = len(fake.requests)
+    again = await client.prompt(sid, "fake:echo and now", timeout=SLOW)
+    assert again.stop_reason == "end_turn", again.response
+    messages = fake.requests[before]["messages"]
+    users = [text_of(m.get("content")) for m in messages if m["role"] == "user"]
+    assert sum(prompt in u for u in users) == 1, users
+    assert sum("fake:echo what now" in u for u in users) == 1, users
     assert conversation_is_valid(messages), messages
