@@ -4,7 +4,8 @@ agent is adapted (it imports ``google.adk`` and ``google.genai``).
 Owns :class:`StoredSessionService`, the ADK session service of one ACP session (ADK's
 in-memory service, rebuilt from the events the session's turns saved, recording the events
 a turn appends so that they are saved with its end), and the ADK values the adapter builds
-(the user's message, a confirmation's answer, the response a cut call gets).
+(the user's message, a confirmation's answer, the response a cut call gets, the events
+that tell a turn that ended with nothing saved: :func:`unfinished_events`).
 
 It does not know ACP: what a turn sends is :mod:`acp_agent.adapters.google_adk`'s.
 """
@@ -21,6 +22,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from google.adk.events import Event
 from google.adk.sessions import InMemorySessionService, Session
 from google.genai import types
+
+from .unfinished import UnfinishedTurn
 
 JSON = dict[str, Any]
 
@@ -111,3 +114,35 @@ async def answer_cut_calls(service: StoredSessionService, session: Any, output: 
     ]
     event = Event(author=AUTHOR, content=types.Content(role="user", parts=parts))
     await service.append_event(session, event)
+
+
+def unfinished_events(turn: UnfinishedTurn, prompt: str, author: str) -> list[JSON]:
+    """A turn that ended with nothing saved as ADK events (as a turn saves them): the
+    user's ``prompt``, each response of the agent ``author`` (its text and function calls),
+    and the calls' responses."""
+    events = [Event(author=AUTHOR, content=user_message(prompt))]
+    for response in turn.responses:
+        parts = [types.Part(text=response.text)] if response.text else []
+        parts += [
+            types.Part(
+                function_call=types.FunctionCall(id=c.call_id, name=c.name, args=c.arguments)
+            )
+            for c in response.calls
+        ]
+        if not parts:
+            continue
+        events.append(Event(author=author, content=types.Content(role="model", parts=parts)))
+        if response.calls:
+            answers = [
+                types.Part(
+                    function_response=types.FunctionResponse(
+                        id=c.call_id,
+                        name=c.name,
+                        response={"error" if c.failed else "result": c.result},
+                    )
+                )
+                for c in response.calls
+            ]
+            content = types.Content(role="user", parts=answers)
+            events.append(Event(author=AUTHOR, content=content))
+    return [e.model_dump(mode="json", exclude_none=True, by_alias=True) for e in events]

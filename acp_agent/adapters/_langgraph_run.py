@@ -170,11 +170,19 @@ class GraphRun:
         self.chunk_calls[key] = call_id
         await self.announce(call_id, name)
 
-    async def announce(self, call_id: str, name: str, raw_input: Any = None) -> None:
+    async def announce(
+        self, call_id: str, name: str, raw_input: Any = None, *, model_call: bool = True
+    ) -> None:
+        """Announce a call (``model_call``: ``call_id`` is the model's own)."""
         self.names[call_id] = name
         kind = declared_kind(self.agent.metadata.get(name))
         await self.adapter.calls.announce(
-            call_id, name, kind=kind, raw_input=raw_input, locations=self.locations(name, raw_input)
+            call_id,
+            name,
+            kind=kind,
+            raw_input=raw_input,
+            locations=self.locations(name, raw_input),
+            model_call=model_call,
         )
 
     def locations(self, name: str, args: Any) -> list[dict[str, str]] | None:
@@ -266,7 +274,7 @@ class GraphRun:
         call_id = calls[0] if calls else None
         if call_id is None or self.adapter.calls.get(call_id) is None:
             call_id = f"interrupt-{interrupt.id}"
-            await self.announce(call_id, interrupt_title(value), value)
+            await self.announce(call_id, interrupt_title(value), value, model_call=False)
         # the tool asked itself and answers for itself: it runs, whatever was decided
         return await self.decide(
             call_id, self.names.get(call_id, ""), ("approve", "reject"), in_tool=True
@@ -289,7 +297,9 @@ class GraphRun:
             )
             if call is None:
                 call_id = f"action-{len(decisions)}-{action['name']}"
-                await self.announce(call_id, str(action["name"]), action.get("args"))
+                await self.announce(
+                    call_id, str(action["name"]), action.get("args"), model_call=False
+                )
             else:
                 unmatched.remove(call)
                 call_id = str(call["id"])

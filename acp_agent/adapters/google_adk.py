@@ -18,7 +18,9 @@ streaming) into ACP updates:
 * memory: the run's session service is a
   :class:`~acp_agent.adapters._google_adk_runtime.StoredSessionService`, rebuilt from the
   session's saved turns in any process; the events a turn appended are saved with its end;
-  a call a cut turn left without a response gets one before the next prompt;
+  a call a cut turn left without a response gets one before the next prompt; a turn
+  that ended with nothing saved is told as events at ``session/load``
+  (:mod:`~acp_agent.adapters.unfinished`);
 * the model: ADK's own (an OpenAI-compatible endpoint through its ``LiteLlm`` model);
   ``models`` (two or more) are offered as the ``model`` config option, the chosen one set
   on the root agent for the turn.
@@ -45,6 +47,7 @@ from .turns import (
     plan_entries,
     saved,
 )
+from .unfinished import UnfinishedTurn, remember_unfinished
 
 __all__ = ["GoogleAdkAgent", "adapt"]
 
@@ -92,6 +95,15 @@ class GoogleAdkAgent(Agent):
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands
+
+    async def load_session(self, session: Session) -> None:
+        remember_unfinished(session, self.unfinished_memory)
+
+    def unfinished_memory(self, turn: UnfinishedTurn, before: Sequence[Any]) -> Any:
+        from ._google_adk_runtime import unfinished_events
+
+        prompt = prompt_text(turn.prompt)
+        return {"events": unfinished_events(turn, prompt, str(self.agent.name))}
 
     def config_options(self, session: Session) -> Sequence[ConfigOption]:
         return model_option(list(self.models))

@@ -22,6 +22,8 @@ Owns :class:`LangGraphAgent` and the translation of one graph run into ACP updat
   changed in it saved with the turn's end (:mod:`~acp_agent.adapters._langgraph_memory`)
   and the thread dropped from memory after it; a tool call a cancelled turn left
   without a result gets one before the next prompt, so the model's history stays valid;
+  a turn that ended with nothing saved is told at ``session/load`` as its messages
+  appended to the thread (:mod:`~acp_agent.adapters._langgraph_unfinished`);
 * MCP: the servers a client gives in ``session/new``/``load``, connected with this
   project's own MCP host (:mod:`~acp_agent.adapters._langgraph_mcp`) and held for the
   session (:mod:`~acp_agent.adapters.mcp_servers`), reach a graph made with
@@ -48,6 +50,7 @@ from .turns import (
     model_option,
     saved,
 )
+from .unfinished import UnfinishedTurn, remember_unfinished
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -162,6 +165,13 @@ class LangGraphAgent(ServersAgent):
 
     async def load_session(self, session: Session) -> None:
         self._hold_servers(session)
+        remember_unfinished(session, self.unfinished_memory)
+
+    def unfinished_memory(self, turn: UnfinishedTurn, before: Sequence[Any]) -> Any:
+        from ._langgraph_unfinished import unfinished_changes
+
+        _, saver = self._ready()
+        return unfinished_changes(turn, before, saver.serde)
 
     def _hold_servers(self, session: Session) -> None:
         if self.takes_mcp:

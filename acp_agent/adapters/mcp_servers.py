@@ -16,6 +16,8 @@ and the lifespan's end stop the servers: shielded, bounded, the stragglers cance
 
 What the servers are given (``env``, ``headers``) stays in memory: nothing here writes.
 It does not know any framework, nor what the framework does with the server objects.
+:class:`ServersAgent`, the base of the adapters that hold servers, also runs the repair of
+:mod:`acp_agent.adapters.unfinished` at ``load``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import contextlib
 import functools
 import importlib.util
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final, TypeVar
 
@@ -34,6 +36,7 @@ from ..agent import Agent
 from ..errors import InternalError
 from ..held_servers import Group, Held, HeldServers, describe, server_env, server_name
 from ..session import Session
+from .unfinished import UnfinishedTurn, remember_unfinished
 
 __all__ = [
     "McpServerFailed",
@@ -169,9 +172,17 @@ class SessionServers(HeldServers[T]):
 class ServersAgent(Agent):
     """An adapter's base: the sessions' MCP servers held by ``self.mcp`` for the
     connection (its lifespan), opened at ``session/new`` and ``load``, closed with the
-    session. The adapter sets ``mcp`` and asks :meth:`SessionServers.ready` each turn."""
+    session. The adapter sets ``mcp`` and asks :meth:`SessionServers.ready` each turn.
+
+    At ``load`` it also tells the model the turns that ended with nothing saved: the
+    adapter implements :meth:`unfinished_memory` (:mod:`acp_agent.adapters.unfinished`)."""
 
     mcp: SessionServers[Any]
+
+    def unfinished_memory(self, turn: UnfinishedTurn, before: Sequence[Any]) -> Any:
+        """The memory entry, in this adapter's saved format for one turn, that tells the
+        model ``turn`` (``before``: the memory of the turns before it, oldest first)."""
+        raise NotImplementedError(f"{type(self).__name__} does not tell unfinished turns")
 
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
@@ -183,6 +194,7 @@ class ServersAgent(Agent):
 
     async def load_session(self, session: Session) -> None:
         self.mcp.start(session)
+        remember_unfinished(session, self.unfinished_memory)
 
     async def close_session(self, session: Session) -> None:
         await self.mcp.close(session)

@@ -20,7 +20,8 @@ Owns :class:`OpenAIAgentsAgent`, :class:`StoredSession` and the translation of o
 * memory: the run's ``session`` is a :class:`StoredSession` whose items are saved with each
   turn's end (the items the turn added, or the whole list if it removed any) and rebuilt,
   in any process, from the turns saved before; a function call a cut turn left without an
-  output gets one before the next prompt, so the model's history stays valid;
+  output gets one before the next prompt, so the model's history stays valid; a turn
+  that ended with nothing saved is told as items at load (:func:`unfinished_items`);
 * MCP servers: those a client gives in ``session/new`` / ``session/load`` are the SDK's
   own MCP servers (``MCPServerStdio``, ``MCPServerStreamableHttp``, ``MCPServerSse``),
   held open for the session by :class:`~acp_agent.adapters.mcp_servers.SessionServers`
@@ -52,6 +53,7 @@ from .turns import (
     plan_entries,
     saved,
 )
+from .unfinished import UnfinishedTurn
 
 JSON = dict[str, Any]
 
@@ -140,6 +142,39 @@ class StoredSession:
         ]
 
 
+def unfinished_items(turn: UnfinishedTurn) -> list[JSON]:
+    """A turn that ended with nothing saved as the SDK session's items: the user's
+    prompt, each response's text and function calls, and the calls' outputs."""
+    items: list[JSON] = [{"role": "user", "content": prompt_text(turn.prompt)}]
+    for number, response in enumerate(turn.responses):
+        if response.text:
+            text = {"type": "output_text", "text": response.text, "annotations": []}
+            items.append(
+                {
+                    "id": f"{turn.turn_id}_m{number}",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [text],
+                }
+            )
+        for call in response.calls:
+            arguments = orjson.dumps(call.arguments).decode()
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call.call_id,
+                    "name": call.name,
+                    "arguments": arguments,
+                }
+            )
+        items.extend(
+            {"type": "function_call_output", "call_id": c.call_id, "output": c.result}
+            for c in response.calls
+        )
+    return items
+
+
 def _plain(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
     if callable(dump):
@@ -197,6 +232,9 @@ class OpenAIAgentsAgent(ServersAgent):
 
     def commands(self, session: Session) -> Sequence[Command]:
         return self.slash_commands
+
+    def unfinished_memory(self, turn: UnfinishedTurn, before: Sequence[Any]) -> Any:
+        return {"items": unfinished_items(turn)}
 
     def config_options(self, session: Session) -> Sequence[ConfigOption]:
         return model_option(list(self.models))

@@ -38,7 +38,6 @@ This module imports pydantic-ai only when an agent is adapted or a toolset made.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
@@ -51,6 +50,7 @@ from ..errors import AcpError
 from ..session import Session
 from ._pydantic_ai_editor import editor_toolset
 from ._pydantic_ai_mcp import mcp_client_installed, open_toolset, ping
+from ._pydantic_ai_messages import unfinished_messages, user_content
 from .mcp_servers import ServersAgent, SessionServers
 from .turns import (
     PATH_KEY,
@@ -63,6 +63,7 @@ from .turns import (
     unfinished_answer,
     unwinding,
 )
+from .unfinished import UnfinishedTurn
 
 if TYPE_CHECKING:
     from pydantic_ai.agent import AbstractAgent
@@ -140,6 +141,9 @@ class PydanticAIAgent(ServersAgent):
     def commands(self, session: Session) -> Sequence[Command]:
         return self._commands
 
+    def unfinished_memory(self, turn: UnfinishedTurn, before: Sequence[Any]) -> Any:
+        return unfinished_messages(turn)
+
     def config_options(self, session: Session) -> Sequence[ConfigOption]:
         if len(self.models) < 2:
             return ()
@@ -189,7 +193,7 @@ class _Run:
         unanswered = NOT_RUN
         try:
             async with self.owner.agent.iter(
-                _user_content(self.adapter.turn.blocks),
+                user_content(self.adapter.turn.blocks),
                 message_history=history,
                 model=model,
                 deps=self.owner.deps,
@@ -451,30 +455,3 @@ def _model_error(exc: BaseException, agent_run: Any = None) -> ModelFailed | Non
     if isinstance(exc, UnexpectedModelBehavior):
         return ModelFailed(f"unexpected model behaviour: {exc.message}")
     return None
-
-
-def _user_content(blocks: Sequence[Mapping[str, Any]]) -> str | list[Any]:
-    """ACP prompt blocks as pydantic-ai user content (text, images; links and embedded
-    resources as text): one string, a line per block, when all are text."""
-    from pydantic_ai.messages import BinaryContent
-
-    out: list[Any] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "text":
-            out.append(str(block.get("text", "")))
-        elif kind == "image" and isinstance(block.get("data"), str):
-            data = base64.b64decode(block["data"])
-            out.append(BinaryContent(data, media_type=str(block.get("mimeType", "image/png"))))
-        elif kind == "resource_link":
-            out.append(f"[{block.get('name') or block.get('uri', '')}]({block.get('uri', '')})")
-        elif kind == "resource":
-            resource = block.get("resource")
-            if isinstance(resource, Mapping) and isinstance(resource.get("text"), str):
-                out.append(
-                    f'<resource uri="{resource.get("uri", "")}">\n{resource["text"]}\n</resource>'
-                )
-    if all(isinstance(part, str) for part in out):
-        # a plain string: the model client walks a list of parts item by item, every turn
-        return "\n".join(out)
-    return out

@@ -16,7 +16,9 @@ Owns, framework-neutral:
 * what a turn saves with the session (:func:`saved`, :meth:`AdapterTurn.save`): one
   JSON value per turn through :meth:`PromptTurn.save_state`, ``{"memory": <the framework's
   memory of this turn>, "approvals": {tool: "allow" | "reject"}}``, written with the turn's
-  end and read back, in any process, from ``session.history.states()``;
+  end and read back, in any process, from ``session.history.states()`` (a turn that
+  ended with nothing saved by the entry :mod:`~acp_agent.adapters.unfinished` made for it
+  at load);
 * :class:`ModelFailed`, the one JSON-RPC error a failed model request becomes (and
   :func:`unfinished_answer`: the one for an answer a framework took as complete though
   its stream was cut or it held nothing), and the usage a turn reports
@@ -45,6 +47,7 @@ from ..client import (
 )
 from ..errors import ConnectionClosed, InternalError, RequestError
 from ..session import Session
+from .unfinished import call_meta, told_memory
 
 #: the tool metadata key declaring its ACP tool kind (``read``, ``edit``, ``execute``, ...)
 KIND_KEY: Final = "acp_kind"
@@ -178,8 +181,11 @@ class ToolCalls:
         kind: ToolKind = "other",
         raw_input: Any = None,
         locations: Sequence[Mapping[str, Any]] | None = None,
+        model_call: bool = True,
     ) -> ToolCall:
-        """The call for ``key``, announced ``pending`` the first time it is seen."""
+        """The call for ``key``, announced ``pending`` the first time it is seen; a
+        ``model_call`` (``key`` is the id the model gave it) names ``key`` in its ``_meta``
+        (:func:`~acp_agent.adapters.unfinished.call_meta`)."""
         call = self._calls.get(key)
         if call is None:
             call = await self.client.tool_call(
@@ -188,6 +194,7 @@ class ToolCalls:
                 kind=kind,
                 raw_input=raw_input,
                 locations=[dict(x) for x in locations] if locations else None,
+                meta=call_meta(key) if model_call else None,
             )
             self._calls[key] = call
         return call
@@ -250,11 +257,17 @@ class Approvals:
 
 
 def saved(session: Session) -> tuple[list[Any], dict[str, str]]:
-    """What the session's turns saved: each turn's memory, oldest first, and the
-    "always" approvals of the latest turn that saved any."""
+    """What the session's turns saved: each turn's memory, oldest first (for a loaded
+    turn that saved none, the entry told at load), and the "always" approvals of the
+    latest turn that saved any."""
     memory: list[Any] = []
     approvals: dict[str, str] = {}
-    for state in session.history.states():
+    told = told_memory(session)
+    for turn in session.history.turns:
+        state = turn.state
+        if turn.turn_id in told:
+            memory.append(told[turn.turn_id])
+            continue
         if not isinstance(state, dict):
             continue
         if "memory" in state:

@@ -24,7 +24,8 @@ in: the conversation then starts at that turn, with the summary in the system pr
 
 Updates from elsewhere (no ``_meta``) still rebuild sensibly: a tool call's name comes
 from its title, its arguments from ``rawInput``, its result from its text content.
-Tool calls that never finished get a result saying so, so every call has its answer.
+Tool calls that never finished (those a load closed ``failed`` with nothing said too) get
+a result saying so, so every call has its answer.
 
 It does no I/O and knows nothing of HTTP.
 """
@@ -139,8 +140,9 @@ class _Assistant:
             result = raw["output"]
         else:
             result = _text_of_content(event.get("content"))
-            if not result:
-                result = "Done." if event.get("status") == "completed" else "The tool call failed."
+            if not result and event.get("status") == "failed":
+                return  # closed with nothing said (a load's repair): it did not finish
+            result = result or "Done."
         self.results[call_id] = result
 
     def messages(self) -> list[JSON]:
