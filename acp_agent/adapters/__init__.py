@@ -59,11 +59,17 @@ FRAMEWORKS: Final[list[Framework]] = [
         "OpenAI Agents SDK", "agents", "acp_agent.adapters.openai_agents:adapt", "openai-agents"
     ),
     Framework("Google ADK", "google.adk", "acp_agent.adapters.google_adk:adapt", "google-adk"),
+    Framework(
+        "LlamaIndex",
+        "llama_index.core.agent.workflow",
+        "acp_agent.adapters.llama_index:adapt",
+        "llama-index",
+    ),
 ]
 
 EXPECTED: Final = (
-    "an acp_agent Agent, a pydantic-ai Agent, a LangGraph graph, an OpenAI Agents SDK Agent"
-    " or a Google ADK agent"
+    "an acp_agent Agent, a pydantic-ai Agent, a LangGraph graph, an OpenAI Agents SDK Agent,"
+    " a Google ADK agent or a LlamaIndex agent workflow"
 )
 
 

@@ -22,6 +22,7 @@ import pytest
 pytest.importorskip("pydantic_ai")
 pytest.importorskip("langgraph")
 pytest.importorskip("agents")
+pytest.importorskip("llama_index.core")
 
 from acp_agent.llm.fake_server import FakeModelServer
 from tests.helpers.wire_client import spawn
@@ -35,6 +36,7 @@ AGENTS = {
     "pydantic-ai": "tests.adapters.example_pydantic:agent",
     "langgraph": "tests.adapters.lg_agent:agent",
     "openai-agents": "tests.adapters.oa_agent:served",
+    "llama-index": "tests.adapters.li_agent:served",
     "builtin": BUILTIN,
 }
 #: the cases an agent is not held to (see the module's docstring)

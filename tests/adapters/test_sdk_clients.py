@@ -107,6 +107,15 @@ FRAMEWORKS = {
         "ran echo hi",
         keeps_cut_answer=False,
     ),
+    "llama-index": Framework(
+        "llama_index.core",
+        "tests.adapters.li_agent:served",
+        "fake:call read_file path=a.txt",
+        "contents of a.txt",
+        "fake:run echo hi",
+        "ran echo hi",
+        keeps_cut_answer=False,
+    ),
 }
 
 
