@@ -182,10 +182,12 @@ async def killed_then_loaded(ctx: Context, text: str, moment: str) -> tuple[bool
 
 
 async def kill_forgets(ctx: Context) -> Finding:
+    """Present when the model's next request lacks the killed prompt: the replay shows it
+    (the person and the model disagree) or does not (the person's prompt is lost)."""
     present, seen = False, []
     for name, (text, moment) in KILLS.items():
-        shown, remembered, what = await killed_then_loaded(ctx, text, moment)
-        present = present or (shown and not remembered)
+        _, remembered, what = await killed_then_loaded(ctx, text, moment)
+        present = present or not remembered
         seen.append(f"{name}: {what}")
     return Finding(present, "; ".join(seen))
 
@@ -419,7 +421,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("echoes `protocolVersion` 99", echoes_version),
     ("forgets earlier turns", forgets_turns),
     ("`session/load` in a new process fails, or the model forgets", load_forgets),
-    ("after a kill, the model does not see what the replay shows", kill_forgets),
+    ("killed mid-turn, then loaded: the model lacks the killed prompt", kill_forgets),
     ("idle `session/cancel` cancels the next prompt", idle_cancel),
     ("thoughts dropped", thoughts_dropped),
     ("tool output only in `rawOutput`", output_raw_only),

@@ -1,8 +1,9 @@
 """The benchmark's Deep Agents graph, for ``acp-agent-kit --agent
 benchmarks.peers.agent_deepagents:agent`` and for ``deepagents-acp``
 (``deepagents_acp_agent.py``), on the fake endpoint in ``ACP_FAKE_BASE_URL``:
-``create_deep_agent`` with the benchmark's ``read_file`` (in place of Deep Agents' own,
-which takes ``file_path``) and ``run_command``, which asks through ``interrupt_on``.
+``create_deep_agent`` with ``agent_langgraph``'s model, its ``read_file`` (in place of
+Deep Agents' own, which takes ``file_path``) and ``run_command``, which asks through
+``interrupt_on``.
 :func:`build` makes the same graph with a checkpointer. It imports nothing of this
 project, so either side's interpreter runs it."""
 
@@ -11,22 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from deepagents import create_deep_agent
-from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
 
 from benchmarks.peers import bench_tools
-
-read_file = tool(bench_tools.read_file)
-run_command = tool(bench_tools.run_command)
-read_file.metadata = {"acp_kind": "read", "acp_path": "path"}
-run_command.metadata = {"acp_kind": "execute"}
-model = ChatOpenAI(
-    model="fake",
-    base_url=bench_tools.BASE_URL,
-    api_key="sk-test",  # type: ignore[arg-type]
-    stream_usage=True,
-    max_retries=0,
-)
+from benchmarks.peers.agent_langgraph import model, read_file, run_command
 
 
 def build(checkpointer: Any = None) -> Any:

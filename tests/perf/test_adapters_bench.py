@@ -19,7 +19,7 @@ from benchmarks.client import REPO_ROOT, TICKS, AgentSpec, agent_cpu, cpu_ticks
 
 #: checks of defects our adapters still have, with the issue that fixes them: the row runs
 #: (the smoke run fails on a check that cannot), its verdict is not asserted until then
-OPEN = {"after a kill, the model does not see what the replay shows": "issue 34"}
+OPEN = {"killed mid-turn, then loaded: the model lacks the killed prompt": "issue 34"}
 
 
 @pytest.mark.timeout(600)
