@@ -1,9 +1,10 @@
-"""``python -m benchmarks.adapters``: this project's framework adapters against acpkit's.
+"""``python -m benchmarks.adapters``: this project's framework adapters against their peers.
 
 Runs the same small agents (one plain tool, ``read_file``, and one that needs approval,
 ``run_command``; ``benchmarks/peers/``) served by our adapters (``acp-agent-kit --agent``)
-and by acpkit's ``pydantic-acp`` and ``langchain-acp`` (installed from the package index
-into a throw-away virtualenv, never into the project), plus our own LLM agent, all on the
+and by the peers where the package index has one: acpkit's ``pydantic-acp`` and
+``langchain-acp``, and ``deepagents-acp`` for Deep Agents (each installed into a
+throw-away virtualenv, never into the project), plus our own LLM agent, all on the
 project's fake OpenAI-compatible endpoint, and writes ``benchmarks/ADAPTERS.md``: the
 figures side by side (the agents alternating at each step of a round; medians and p90):
 wall-clock times, the agent process's CPU time and the messages it sends the model; and
@@ -33,14 +34,15 @@ from acp_agent.llm.fake_script import JSON
 from acp_agent.llm.fake_server import FakeModelServer
 from benchmarks.adapter_checks import CHECKS, Finding, run_checks
 from benchmarks.adapter_client import (
+    KITS,
     LLM,
     PAIRS,
     Recorder,
     agent_specs,
     for_checks,
+    kit_python,
+    kit_versions,
     new_session,
-    peer_python,
-    peer_versions,
     run_turn,
     start,
 )
@@ -316,7 +318,8 @@ def render(
     settings: Settings,
     results: list[Figures],
     findings: dict[str, dict[str, Finding]],
-    peers: str,
+    peers: dict[str, str],
+    skipped: Sequence[str] = (),
 ) -> str:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     commit = subprocess.run(
@@ -326,7 +329,7 @@ def render(
         check=False,
     ).stdout.strip()
     out = [
-        "# Framework adapters: acp-agent-kit against acpkit",
+        "# Framework adapters: acp-agent-kit against acpkit and deepagents-acp",
         "",
         f"`python -m benchmarks.adapters` ({settings.mode} mode: {settings.rounds} rounds, "
         f"{settings.spawns} spawns and {settings.turns} turns of each kind per round, "
@@ -335,7 +338,8 @@ def render(
         "See benchmarks/README.md for what is measured.",
         "",
         *machine_description(),
-        f"- acpkit side: {peers or 'not run'}",
+        *(f"- {kit} side: {peers.get(kit) or 'not run'}" for kit in KITS),
+        *(f"- {line}" for line in skipped),
         "",
     ]
     if results:
@@ -363,7 +367,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "exit 1 unless every figure and check ran",
     )
     parser.add_argument("--agent", action="append", help="run only these agents (repeatable)")
-    parser.add_argument("--no-peers", action="store_true", help="do not install or run acpkit")
+    parser.add_argument("--no-peers", action="store_true", help="do not install or run the peers")
     parser.add_argument("--no-figures", action="store_true", help="only the defect table")
     parser.add_argument("--no-checks", action="store_true", help="only the figures")
     parser.add_argument("--rounds", type=int, help="override the number of rounds")
@@ -400,14 +404,22 @@ async def run(args: argparse.Namespace) -> int:
     settings = MODES["smoke" if args.smoke else "quick" if args.quick else "full"]
     if args.rounds:
         settings = dataclasses.replace(settings, rounds=args.rounds)
-    peer = None if args.no_peers or args.smoke else peer_python(log)
-    peers = peer_versions(peer) if peer is not None else ""
+    pythons: dict[str, Path] = {}
+    if not (args.no_peers or args.smoke):
+        for kit in KITS.values():
+            python = kit_python(kit, log)
+            if python is not None:
+                pythons[kit.name] = python
+    peers = {name: kit_versions(KITS[name], python) for name, python in pythons.items()}
+    skipped: list[str] = []
     with tempfile.TemporaryDirectory(prefix="acp-adapters-") as home:
         env = agent_environment(home)
         env["HOME"] = home
         async with FakeModelServer.running() as fake:
             env["ACP_FAKE_BASE_URL"] = fake.base_url
-            specs = agent_specs(env, peer, args.agent)
+            specs = agent_specs(env, pythons, args.agent, skipped)
+            for line in skipped:
+                log(line)
             cwd = tempfile.mkdtemp(dir=home)
             (Path(cwd) / "notes.txt").write_text("first line\n")
             specs = [spec for spec in specs if await warm_up(spec)]
@@ -420,7 +432,7 @@ async def run(args: argparse.Namespace) -> int:
                     log(f"checks: {spec.name}")
                     own = tempfile.mkdtemp(prefix=spec.name, dir=home)
                     findings[spec.name] = await run_checks(for_checks(spec, own), cwd, own, log)
-    report = render(settings, results, findings, peers)
+    report = render(settings, results, findings, peers, skipped)
     print(report)
     output = args.output or (None if args.smoke else OUTPUT)
     if output is not None:
