@@ -59,11 +59,12 @@ FRAMEWORKS: Final[list[Framework]] = [
         "OpenAI Agents SDK", "agents", "acp_agent.adapters.openai_agents:adapt", "openai-agents"
     ),
     Framework("Google ADK", "google.adk", "acp_agent.adapters.google_adk:adapt", "google-adk"),
+    Framework("Strands Agents", "strands", "acp_agent.adapters.strands:adapt", "strands"),
 ]
 
 EXPECTED: Final = (
     "an acp_agent Agent, a pydantic-ai Agent, a LangGraph graph, an OpenAI Agents SDK Agent"
-    " or a Google ADK agent"
+    ", a Google ADK agent or a Strands agent"
 )
 
 
