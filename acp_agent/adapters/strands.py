@@ -17,6 +17,9 @@ updates:
   ("always" remembered per tool); the run resumes with ``True`` (allowed) or ``False``
   (rejected) as each interrupt's response; a dismissed request ends the turn
   ``cancelled``;
+* a model answer whose stream ended with a content block still open (cut: no finish
+  reason) or that holds nothing fails the turn (:class:`~acp_agent.adapters.turns.ModelFailed`)
+  and is taken out of the agent's messages, so it is not remembered;
 * memory: the agent's messages, ``state`` and conversation manager state are the session's,
   saved with each turn's end and put back on the agent before the next, in any process;
   a tool use a cut turn left without a result gets one first;
@@ -41,7 +44,6 @@ from ..errors import InternalError
 from ..session import Session
 from .openai_based import locations, prompt_text, require_asyncio, serve_turn
 from .turns import (
-    EMPTY_ANSWER,
     PATH_KEY,
     PLAN_KEY,
     AdapterTurn,
@@ -50,6 +52,7 @@ from .turns import (
     model_option,
     plan_entries,
     saved,
+    unfinished_answer,
 )
 
 __all__ = ["StrandsAgent", "adapt", "editor_tools"]
@@ -173,6 +176,9 @@ class _StrandsRun:
         self.adapter = adapter
         self.client = adapter.client
         self.memory = memory
+        #: a content block of the model's message is open; the message stopped so (cut)
+        self.open_block = False
+        self.cut = False
         #: this run's interrupts: (tool use, its interrupts)
         self.interrupts: list[tuple[Mapping[str, Any], list[Any]]] = []
 
@@ -247,6 +253,12 @@ class _StrandsRun:
             self.interrupts.append((raised["tool_use"], list(raised["interrupts"])))
 
     async def on_chunk(self, chunk: Mapping[str, Any]) -> None:
+        if "contentBlockStart" in chunk or "contentBlockDelta" in chunk:
+            self.open_block = True
+        elif "contentBlockStop" in chunk:
+            self.open_block = False
+        elif "messageStop" in chunk:  # a block still open: the stream was cut
+            self.cut, self.open_block = self.open_block, False
         start = chunk.get("contentBlockStart")
         used = ((start or {}).get("start") or {}).get("toolUse")
         if used:
@@ -265,9 +277,12 @@ class _StrandsRun:
     async def on_message(self, message: Mapping[str, Any]) -> None:
         content = [b for b in message.get("content") or () if isinstance(b, Mapping)]
         if message.get("role") == "assistant":
-            if not any(_holds_something(b) for b in content):
+            failure = unfinished_answer(
+                finished=not self.cut, empty=not any(_holds_something(b) for b in content)
+            )
+            if failure is not None:
                 self.forget(message)
-                raise ModelFailed(EMPTY_ANSWER)
+                raise failure
             for block in content:
                 if "toolUse" in block:
                     await self.on_tool_use(block["toolUse"])
