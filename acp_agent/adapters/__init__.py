@@ -65,11 +65,12 @@ FRAMEWORKS: Final[list[Framework]] = [
         "acp_agent.adapters.llama_index:adapt",
         "llama-index",
     ),
+    Framework("Strands Agents", "strands", "acp_agent.adapters.strands:adapt", "strands"),
 ]
 
 EXPECTED: Final = (
     "an acp_agent Agent, a pydantic-ai Agent, a LangGraph graph, an OpenAI Agents SDK Agent,"
-    " a Google ADK agent or a LlamaIndex agent workflow"
+    " a Google ADK agent, a LlamaIndex agent workflow or a Strands agent"
 )
 
 

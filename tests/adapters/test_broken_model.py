@@ -37,6 +37,7 @@ AGENTS = {
     "langgraph": "tests.adapters.lg_agent:agent",
     "openai-agents": "tests.adapters.oa_agent:served",
     "llama-index": "tests.adapters.li_agent:served",
+    "strands": "tests.adapters.st_agent:served",
     "builtin": BUILTIN,
 }
 #: the cases an agent is not held to (see the module's docstring)
@@ -61,6 +62,8 @@ async def shared_process(
     request: pytest.FixtureRequest, shared_fake: FakeModelServer
 ) -> AsyncIterator[Shared]:
     spec = AGENTS[str(request.param)]
+    if "st_agent" in spec:
+        pytest.importorskip("strands")  # an extra of its own
     if spec == BUILTIN:
         command = [sys.executable, "-m", "acp_agent", "--store", "memory"]
         command += ["--model", "fake", "--base-url", shared_fake.base_url]

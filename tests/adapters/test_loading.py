@@ -68,7 +68,7 @@ def test_the_command_says_one_line_and_exits_2(tmp_path: Path) -> None:
     assert done.stderr.splitlines() == [
         "acp-agent-kit: --agent notagent:thing: int object is not an agent (expected an "
         "acp_agent Agent, a pydantic-ai Agent, a LangGraph graph, an OpenAI Agents SDK Agent, "
-        "a Google ADK agent or a LlamaIndex agent workflow)"
+        "a Google ADK agent, a LlamaIndex agent workflow or a Strands agent)"
     ]
 
 

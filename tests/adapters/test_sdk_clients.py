@@ -116,6 +116,15 @@ FRAMEWORKS = {
         "ran echo hi",
         keeps_cut_answer=False,
     ),
+    "strands": Framework(
+        "strands",
+        "tests.adapters.st_agent:served",
+        "fake:call read_file path=a.txt",
+        "contents of a.txt",
+        "fake:run echo hi",
+        "ran echo hi",
+        keeps_cut_answer=False,
+    ),
 }
 
 
@@ -286,8 +295,13 @@ def assert_the_model_remembers(
     # (ADK gives the model the tool's response as JSON: {"result": ...})
     tools = [m["content"] for m in messages if m["role"] == "tool"]
     assert any(framework.plain_output in output for output in tools), tools
-    # (LiteLLM leaves out the content of an assistant message that only calls tools)
-    answers = [m["content"] for m in messages if m["role"] == "assistant" and m.get("content")]
+    # (LiteLLM leaves out the content of an assistant message that only calls tools;
+    # Strands sends it as text parts)
+    answers = [
+        m["content"] if isinstance(m["content"], str) else "".join(p["text"] for p in m["content"])
+        for m in messages
+        if m["role"] == "assistant" and m.get("content")
+    ]
     assert all(answer in shown for answer in answers)  # nothing the agent never said
     assert (seen in answers) == framework.keeps_cut_answer
     assert conversation_is_valid(messages)
